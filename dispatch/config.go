@@ -1,0 +1,32 @@
+package dispatch
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the dispatch section of the configuration.
+type Config struct {
+	// RecoveryWindow is how long after its timeout a device that beats again
+	// produces a recovered event; 0 disables recovered events. Default: 24h.
+	RecoveryWindow time.Duration `koanf:"recovery_window"`
+	// Linger is how long the producer gathers events from all scanners into
+	// one produce request. Default: 1ms.
+	Linger time.Duration `koanf:"linger"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{RecoveryWindow: 24 * time.Hour, Linger: time.Millisecond}
+}
+
+// Validate checks the section; errors name the offending key.
+func (c Config) Validate() error {
+	if c.RecoveryWindow < 0 {
+		return fmt.Errorf("dispatch.recovery_window: must not be negative, got %s", c.RecoveryWindow)
+	}
+	if c.Linger < 0 || c.Linger > time.Second {
+		return fmt.Errorf("dispatch.linger: must be within [0, 1s], got %s", c.Linger)
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package ingest
+
+import (
+	"fmt"
+	"time"
+)
+
+// Format is how heartbeat values are read.
+type Format string
+
+const (
+	// FormatJSON reads a JSON object per message (SPEC §2).
+	FormatJSON Format = "json"
+	// FormatKey treats any message as a heartbeat of its key's device at the
+	// Kafka message timestamp.
+	FormatKey Format = "key"
+)
+
+// Config is the ingest section of the configuration.
+type Config struct {
+	// Format of heartbeat values: json or key. Default: json.
+	Format Format `koanf:"format"`
+	// BatchSize is the most messages written to Redis in one round trip.
+	// Default: 4096.
+	BatchSize int `koanf:"batch_size"`
+	// BatchWait is how long a batch waits to fill before it is written.
+	// Default: 5ms.
+	BatchWait time.Duration `koanf:"batch_wait"`
+	// MaxSkew is how far a heartbeat's ts may be from its Kafka timestamp
+	// before the Kafka timestamp is used instead. Must be below timeouts.min.
+	// Default: 500ms.
+	MaxSkew time.Duration `koanf:"max_skew"`
+	// CoalesceWindow lets a heartbeat skip its Redis write when this
+	// instance wrote the device less than the window ago; written deadlines
+	// are padded by the window, so timeouts fire at most that late, never
+	// early. Default: 0 (exact).
+	CoalesceWindow time.Duration `koanf:"coalesce_window"`
+	// MaxValueBytes is the largest heartbeat value accepted (reason
+	// too_large above it). Default: 65536.
+	MaxValueBytes int `koanf:"max_value_bytes"`
+	// ProbeInterval is how often ingest asks Kafka for the high-water marks
+	// of its partitions to move an idle partition's watermark to the probe's
+	// send time. Default: 20ms.
+	ProbeInterval time.Duration `koanf:"probe_interval"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Format:        FormatJSON,
+		BatchSize:     4096,
+		BatchWait:     5 * time.Millisecond,
+		MaxSkew:       500 * time.Millisecond,
+		MaxValueBytes: 64 << 10,
+		ProbeInterval: 20 * time.Millisecond,
+	}
+}
+
+// Validate checks the section; errors name the offending key.
+func (c Config) Validate() error {
+	switch c.Format {
+	case FormatJSON, FormatKey:
+	default:
+		return fmt.Errorf("ingest.format: want json or key, got %q", c.Format)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 100000 {
+		return fmt.Errorf("ingest.batch_size: must be within [1, 100000], got %d", c.BatchSize)
+	}
+	if c.BatchWait < 0 || c.BatchWait > 10*time.Second {
+		return fmt.Errorf("ingest.batch_wait: must be within [0, 10s], got %s", c.BatchWait)
+	}
+	if c.MaxSkew < 0 {
+		return fmt.Errorf("ingest.max_skew: must not be negative, got %s", c.MaxSkew)
+	}
+	if c.CoalesceWindow < 0 {
+		return fmt.Errorf("ingest.coalesce_window: must not be negative, got %s", c.CoalesceWindow)
+	}
+	if c.MaxValueBytes < 64 || c.MaxValueBytes > 16<<20 {
+		return fmt.Errorf("ingest.max_value_bytes: must be within [64, 16777216], got %d", c.MaxValueBytes)
+	}
+	if c.ProbeInterval < time.Millisecond || c.ProbeInterval > 10*time.Second {
+		return fmt.Errorf("ingest.probe_interval: must be within [1ms, 10s], got %s", c.ProbeInterval)
+	}
+	return nil
+}

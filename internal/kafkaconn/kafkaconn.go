@@ -1,0 +1,133 @@
+// Package kafkaconn builds kafka-go dialers and transports from the kafka
+// section of the configuration (brokers, TLS, SASL).
+package kafkaconn
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/redisconn"
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+)
+
+// Config is the kafka section of the configuration.
+type Config struct {
+	// Brokers are bootstrap host:port addresses. Default: [127.0.0.1:9092].
+	Brokers []string `koanf:"brokers"`
+	// SignalsTopic carries heartbeats. Default: device-signals.
+	SignalsTopic string `koanf:"signals_topic"`
+	// TimeoutsTopic receives timeout and recovered events. Default: device-timeouts.
+	TimeoutsTopic string `koanf:"timeouts_topic"`
+	// DeadLetterTopic receives invalid heartbeats; empty disables.
+	// Default: device-signals-dlq.
+	DeadLetterTopic string `koanf:"dead_letter_topic"`
+	// GroupID is the consumer group of ingest. Default: flatline.
+	GroupID string `koanf:"group_id"`
+	// SessionTimeout is the consumer-group session timeout: how soon a dead
+	// instance's partitions move on. Default: 6s.
+	SessionTimeout time.Duration `koanf:"session_timeout"`
+	// TLS configures TLS to the brokers.
+	TLS redisconn.TLSConfig `koanf:"tls"`
+	// SASL configures authentication.
+	SASL SASLConfig `koanf:"sasl"`
+}
+
+// SASLConfig configures SASL authentication.
+type SASLConfig struct {
+	// Mechanism is "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string `koanf:"mechanism"`
+	Username  string `koanf:"username"`
+	Password  string `koanf:"password"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Brokers:         []string{"127.0.0.1:9092"},
+		SignalsTopic:    "device-signals",
+		TimeoutsTopic:   "device-timeouts",
+		DeadLetterTopic: "device-signals-dlq",
+		GroupID:         "flatline",
+		SessionTimeout:  6 * time.Second,
+	}
+}
+
+// Validate checks the section; errors name the offending key.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return fmt.Errorf("kafka.brokers: at least one broker is required")
+	}
+	for _, b := range c.Brokers {
+		if !strings.Contains(b, ":") {
+			return fmt.Errorf("kafka.brokers: %q is not host:port", b)
+		}
+	}
+	if c.SignalsTopic == "" {
+		return fmt.Errorf("kafka.signals_topic: must not be empty")
+	}
+	if c.TimeoutsTopic == "" {
+		return fmt.Errorf("kafka.timeouts_topic: must not be empty")
+	}
+	if c.TimeoutsTopic == c.SignalsTopic || c.DeadLetterTopic == c.SignalsTopic {
+		return fmt.Errorf("kafka.timeouts_topic: must differ from kafka.signals_topic")
+	}
+	if c.GroupID == "" {
+		return fmt.Errorf("kafka.group_id: must not be empty")
+	}
+	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
+		return fmt.Errorf("kafka.session_timeout: must be within [1s, 5m], got %s", c.SessionTimeout)
+	}
+	switch strings.ToUpper(c.SASL.Mechanism) {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		return fmt.Errorf("kafka.sasl.mechanism: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got %q", c.SASL.Mechanism)
+	}
+	if c.SASL.Mechanism != "" && c.SASL.Username == "" {
+		return fmt.Errorf("kafka.sasl.username: required with kafka.sasl.mechanism")
+	}
+	return c.TLS.Validate("kafka.tls")
+}
+
+func (c Config) mechanism() (sasl.Mechanism, error) {
+	switch strings.ToUpper(c.SASL.Mechanism) {
+	case "":
+		return nil, nil
+	case "PLAIN":
+		return plain.Mechanism{Username: c.SASL.Username, Password: c.SASL.Password}, nil
+	case "SCRAM-SHA-256":
+		return scram.Mechanism(scram.SHA256, c.SASL.Username, c.SASL.Password)
+	case "SCRAM-SHA-512":
+		return scram.Mechanism(scram.SHA512, c.SASL.Username, c.SASL.Password)
+	}
+	return nil, fmt.Errorf("kafka.sasl.mechanism: unsupported %q", c.SASL.Mechanism)
+}
+
+// Dialer builds the dialer for consumer groups and readers.
+func (c Config) Dialer() (*kafka.Dialer, error) {
+	mech, err := c.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	tc, err := c.TLS.Build()
+	if err != nil {
+		return nil, fmt.Errorf("kafka.tls: %w", err)
+	}
+	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, SASLMechanism: mech, TLS: tc}, nil
+}
+
+// Transport builds the transport for writers and clients.
+func (c Config) Transport() (*kafka.Transport, error) {
+	mech, err := c.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	tc, err := c.TLS.Build()
+	if err != nil {
+		return nil, fmt.Errorf("kafka.tls: %w", err)
+	}
+	return &kafka.Transport{SASL: mech, TLS: tc, DialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}, nil
+}

@@ -1,0 +1,129 @@
+// Package redisconn builds the go-redis client from the redis section of the
+// configuration: one address is a standalone server, several a cluster.
+package redisconn
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Config is the redis section of the configuration.
+type Config struct {
+	// Addrs are host:port addresses; one = standalone, several = cluster.
+	// Default: [127.0.0.1:6379].
+	Addrs []string `koanf:"addrs"`
+	// Username and Password authenticate (ACL user or requirepass).
+	Username string `koanf:"username"`
+	Password string `koanf:"password"`
+	// DB selects the database (standalone only). Default: 0.
+	DB int `koanf:"db"`
+	// KeyPrefix starts every key flatline writes. Default: flatline.
+	KeyPrefix string `koanf:"key_prefix"`
+	// TLS configures a TLS connection.
+	TLS TLSConfig `koanf:"tls"`
+}
+
+// TLSConfig configures TLS to Redis or Kafka.
+type TLSConfig struct {
+	Enabled bool `koanf:"enabled"`
+	// CAFile verifies the server; empty uses the system roots.
+	CAFile string `koanf:"ca_file"`
+	// CertFile and KeyFile present a client certificate.
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+	// InsecureSkipVerify disables server verification (tests only).
+	InsecureSkipVerify bool `koanf:"insecure_skip_verify"`
+	// ServerName overrides the name verified in the server certificate.
+	ServerName string `koanf:"server_name"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "flatline"}
+}
+
+// Validate checks the section; errors name the offending key.
+func (c Config) Validate() error {
+	if len(c.Addrs) == 0 {
+		return fmt.Errorf("redis.addrs: at least one address is required")
+	}
+	for _, a := range c.Addrs {
+		if !strings.Contains(a, ":") {
+			return fmt.Errorf("redis.addrs: %q is not host:port", a)
+		}
+	}
+	if c.DB < 0 {
+		return fmt.Errorf("redis.db: must not be negative, got %d", c.DB)
+	}
+	if len(c.Addrs) > 1 && c.DB != 0 {
+		return fmt.Errorf("redis.db: a Redis Cluster has only db 0, got %d", c.DB)
+	}
+	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\n") {
+		return fmt.Errorf("redis.key_prefix: must be non-empty without braces or spaces, got %q", c.KeyPrefix)
+	}
+	return c.TLS.Validate("redis.tls")
+}
+
+// Validate checks the TLS files exist; key is the config path for errors.
+func (t TLSConfig) Validate(key string) error {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return fmt.Errorf("%s: cert_file and key_file go together", key)
+	}
+	for name, f := range map[string]string{"ca_file": t.CAFile, "cert_file": t.CertFile, "key_file": t.KeyFile} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%s.%s: %v", key, name, err)
+		}
+	}
+	return nil
+}
+
+// Build returns the tls.Config, or nil when TLS is disabled.
+func (t TLSConfig) Build() (*tls.Config, error) {
+	if !t.Enabled {
+		return nil, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, ServerName: t.ServerName, MinVersion: tls.VersionTLS12} //nolint:gosec // opt-in for tests
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// New builds the client: a ClusterClient for several addresses, a Client for one.
+func New(c Config) (redis.UniversalClient, error) {
+	tc, err := c.TLS.Build()
+	if err != nil {
+		return nil, fmt.Errorf("redis.tls: %w", err)
+	}
+	if len(c.Addrs) > 1 {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: tc,
+		}), nil
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: c.Addrs[0], Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: tc,
+	}), nil
+}

@@ -1,0 +1,35 @@
+package rebalance
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// Config is the shards section of the configuration.
+type Config struct {
+	// InitialCount is the shard count of a fresh deployment (a power of two,
+	// 1..4096); once a layout is stored, `flatline shards scale` changes it.
+	// Default: 16.
+	InitialCount int `koanf:"initial_count"`
+	// PollInterval is how often every instance re-reads the layout.
+	// Default: 250ms.
+	PollInterval time.Duration `koanf:"poll_interval"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{InitialCount: 16, PollInterval: 250 * time.Millisecond}
+}
+
+// Validate checks the section; errors name the offending key.
+func (c Config) Validate() error {
+	if !shard.ValidCount(c.InitialCount) {
+		return fmt.Errorf("shards.initial_count: must be a power of two within [1, %d], got %d", shard.MaxShards, c.InitialCount)
+	}
+	if c.PollInterval < 10*time.Millisecond || c.PollInterval > time.Second {
+		return fmt.Errorf("shards.poll_interval: must be within [10ms, 1s], got %s", c.PollInterval)
+	}
+	return nil
+}

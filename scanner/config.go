@@ -1,0 +1,48 @@
+package scanner
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the scanner section of the configuration.
+type Config struct {
+	// Interval is the longest a scanner waits between scans; it also wakes
+	// for its shard's next deadline. Default: 100ms.
+	Interval time.Duration `koanf:"interval"`
+	// BatchSize is how many due members one scan takes. Default: 20.
+	BatchSize int `koanf:"batch_size"`
+	// LeaseTTL is how long a shard's scanner lease lives without renewal:
+	// the longest a dead instance's shards stay unscanned. Default: 5s.
+	LeaseTTL time.Duration `koanf:"lease_ttl"`
+	// Grace holds firing back this much behind the watermark. Default: 0.
+	Grace time.Duration `koanf:"grace"`
+	// MaxInflight is how many batches of one shard may wait for Kafka's
+	// acknowledgement at once. Default: 16.
+	MaxInflight int `koanf:"max_inflight"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{Interval: 100 * time.Millisecond, BatchSize: 20, LeaseTTL: 5 * time.Second, MaxInflight: 16}
+}
+
+// Validate checks the section; errors name the offending key.
+func (c Config) Validate() error {
+	if c.Interval < time.Millisecond || c.Interval > time.Minute {
+		return fmt.Errorf("scanner.interval: must be within [1ms, 1m], got %s", c.Interval)
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		return fmt.Errorf("scanner.batch_size: must be within [1, 10000], got %d", c.BatchSize)
+	}
+	if c.LeaseTTL < 500*time.Millisecond || c.LeaseTTL > 10*time.Minute {
+		return fmt.Errorf("scanner.lease_ttl: must be within [500ms, 10m], got %s", c.LeaseTTL)
+	}
+	if c.Grace < 0 {
+		return fmt.Errorf("scanner.grace: must not be negative, got %s", c.Grace)
+	}
+	if c.MaxInflight < 1 || c.MaxInflight > 1024 {
+		return fmt.Errorf("scanner.max_inflight: must be within [1, 1024], got %d", c.MaxInflight)
+	}
+	return nil
+}

@@ -1,0 +1,12 @@
+// Package shard is flatline's Redis store: the sharded deadline sets, the
+// layout, the watermarks, the leases and the class registry.
+//
+// Every Redis key flatline uses is built in keys.go; every multi-step
+// operation is a small Lua script under scripts/ loaded with go:embed. The
+// store works with a go-redis UniversalClient, so the same code serves a
+// standalone Redis and a Redis Cluster: each shard's keys share the hash tag
+// {i}, and a script only ever touches keys of one shard.
+//
+// shard imports no other stage: ingest writes through it, scanner reads and
+// acknowledges through it, rebalance owns the layout it stores.
+package shard

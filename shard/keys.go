@@ -1,0 +1,56 @@
+package shard
+
+import "strconv"
+
+// Keys builds every Redis key flatline uses. All keys start with the
+// configured prefix; per-shard keys carry the hash tag {i} so that a Redis
+// Cluster keeps one shard's keys in one slot (scripts need that) and spreads
+// the shards over its nodes.
+type Keys struct {
+	prefix string
+}
+
+// NewKeys returns the key builder for prefix (config redis.key_prefix).
+func NewKeys(prefix string) Keys { return Keys{prefix: prefix} }
+
+// Prefix is the configured key prefix.
+func (k Keys) Prefix() string { return k.prefix }
+
+func (k Keys) shardKey(i int, name string) string {
+	return k.prefix + ":{" + strconv.Itoa(i) + "}:" + name
+}
+
+// Deadlines is shard i's ZSET: member = device id, score = encoded deadline
+// (see Score). The hot path keeps exactly one member per device and nothing
+// else.
+func (k Keys) Deadlines(i int) string { return k.shardKey(i, "deadlines") }
+
+// Down is shard i's ZSET of devices that timed out and may still recover:
+// member = device id, score = the deadline (Unix ms) of the timeout, i.e.
+// down_since. Pruned after dispatch.recovery_window.
+func (k Keys) Down(i int) string { return k.shardKey(i, "down") }
+
+// Overrides is shard i's HASH: device id -> timeout in ms, only for devices
+// whose per-message timeout_ms differs from their class's timeout (the
+// score's override flag says when to look here).
+func (k Keys) Overrides(i int) string { return k.shardKey(i, "overrides") }
+
+// Lease is shard i's STRING holding the id of the instance that runs its
+// scanner, with a PX expiry its owner renews.
+func (k Keys) Lease(i int) string { return k.shardKey(i, "lease") }
+
+// Layout is the HASH {count, previous, epoch, since_ms} that rebalance owns.
+func (k Keys) Layout() string { return k.prefix + ":layout" }
+
+// Watermarks is the HASH partition -> wm(p) in Unix ms, plus the field
+// "partitions" holding the signals topic's partition count.
+func (k Keys) Watermarks() string { return k.prefix + ":watermarks" }
+
+// Instances is the ZSET of live instances: member = instance id, score = the
+// Unix ms of its last registration heartbeat.
+func (k Keys) Instances() string { return k.prefix + ":instances" }
+
+// Classes is the HASH registry of device classes: "n:<name>" -> id and
+// "i:<id>" -> name, plus "next" -> the last id handed out. Ids are stable
+// across restarts and config changes because they live in the score.
+func (k Keys) Classes() string { return k.prefix + ":classes" }

@@ -1,0 +1,473 @@
+package shard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+func loadScript(name string) *redis.Script {
+	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(fmt.Sprintf("shard: missing script %s: %v", name, err))
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	scriptReset    = loadScript("reset")
+	scriptFired    = loadScript("fired")
+	scriptRemoveIf = loadScript("remove_if")
+	scriptForget   = loadScript("forget")
+	scriptWMRaise  = loadScript("watermark_raise")
+	scriptClasses  = loadScript("classes_register")
+	scriptRenew    = loadScript("lease_renew")
+	scriptRelease  = loadScript("lease_release")
+	scriptLayout   = loadScript("layout_set")
+	allScripts     = []*redis.Script{scriptReset, scriptFired, scriptRemoveIf, scriptForget,
+		scriptWMRaise, scriptClasses, scriptRenew, scriptRelease, scriptLayout}
+)
+
+// ErrLayoutChanged is returned by SetLayout when the stored layout is no
+// longer the one the caller read.
+var ErrLayoutChanged = errors.New("layout changed meanwhile")
+
+// Store is flatline's Redis store. It is safe for concurrent use.
+type Store struct {
+	rdb  redis.UniversalClient
+	keys Keys
+}
+
+// NewStore returns a store over rdb using keys.
+func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
+	return &Store{rdb: rdb, keys: keys}
+}
+
+// Client is the underlying Redis client.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Keys is the key builder.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
+
+// LoadScripts loads every script into the script cache of Redis (every
+// master, in a cluster), so pipelines can use EVALSHA.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	load := func(ctx context.Context, c *redis.Client) error {
+		for _, sc := range allScripts {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, load)
+	}
+	for _, sc := range allScripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("load scripts: %w", err)
+		}
+	}
+	return nil
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// pipelined runs fill in a pipeline and, when Redis lost its script cache
+// (a restart), reloads the scripts and runs it once more.
+func (s *Store) pipelined(ctx context.Context, fill func(redis.Pipeliner) error) ([]redis.Cmder, error) {
+	cmds, err := s.rdb.Pipelined(ctx, fill)
+	if isNoScript(err) {
+		if lerr := s.LoadScripts(ctx); lerr != nil {
+			return nil, lerr
+		}
+		cmds, err = s.rdb.Pipelined(ctx, fill)
+	}
+	return cmds, err
+}
+
+// Member is a device in a shard's deadlines set with its score.
+type Member struct {
+	ID    string
+	Score float64
+}
+
+// Recovered is a device that was down and whose reset moved it past the
+// timeout it had fired.
+type Recovered struct {
+	Shard     int
+	ID        string
+	DownScore float64
+}
+
+// Write applies b: one script call per touched shard, all in one pipelined
+// round trip. It reports the devices that came back from a timeout.
+func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
+	if b.Empty() {
+		return nil, nil
+	}
+	cmds, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range b.touched {
+			sb := &b.shards[i]
+			keys := []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}
+			if sb.n > 0 {
+				sb.args[0] = sb.n
+				scriptReset.EvalSha(ctx, p, keys, append(sb.args, sb.overrides...)...)
+			}
+			if len(sb.forgets) > 0 {
+				scriptForget.EvalSha(ctx, p, keys, sb.forgets...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write deadlines: %w", err)
+	}
+	var back []Recovered
+	k := 0
+	for _, i := range b.touched {
+		sb := &b.shards[i]
+		if sb.n > 0 {
+			vals, _ := cmds[k].(*redis.Cmd).Slice()
+			for j := 0; j+1 < len(vals); j += 2 {
+				id, _ := vals[j].(string)
+				ds, _ := vals[j+1].(string)
+				score, _ := strconv.ParseFloat(ds, 64)
+				back = append(back, Recovered{Shard: i, ID: id, DownScore: score})
+			}
+			k++
+		}
+		if len(sb.forgets) > 0 {
+			k++
+		}
+	}
+	return back, nil
+}
+
+// Due returns up to limit members of shard i with score ≤ max, skipping the
+// first offset of them, earliest first.
+func (s *Store) Due(ctx context.Context, i int, max float64, offset, limit int) ([]Member, error) {
+	zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+		Key: s.keys.Deadlines(i), Start: "-inf", Stop: strconv.FormatFloat(max, 'f', -1, 64),
+		ByScore: true, Offset: int64(offset), Count: int64(limit),
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("scan shard %d: %w", i, err)
+	}
+	out := make([]Member, len(zs))
+	for k, z := range zs {
+		out[k] = Member{ID: z.Member.(string), Score: z.Score}
+	}
+	return out, nil
+}
+
+// Next returns the earliest member of shard i, if any.
+func (s *Store) Next(ctx context.Context, i int) (Member, bool, error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.keys.Deadlines(i), 0, 0).Result()
+	if err != nil {
+		return Member{}, false, fmt.Errorf("peek shard %d: %w", i, err)
+	}
+	if len(zs) == 0 {
+		return Member{}, false, nil
+	}
+	return Member{ID: zs[0].Member.(string), Score: zs[0].Score}, true, nil
+}
+
+// Overrides returns the per-device timeouts (ms) of ids in shard i that
+// have one.
+func (s *Store) Overrides(ctx context.Context, i int, ids []string) (map[string]int64, error) {
+	vals, err := s.rdb.HMGet(ctx, s.keys.Overrides(i), ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read overrides of shard %d: %w", i, err)
+	}
+	out := make(map[string]int64, len(ids))
+	for k, v := range vals {
+		if str, ok := v.(string); ok {
+			if ms, err := strconv.ParseInt(str, 10, 64); err == nil {
+				out[ids[k]] = ms
+			}
+		}
+	}
+	return out, nil
+}
+
+// Fired removes the members whose timeouts were acknowledged, each only if
+// its score is unchanged, remembering them as down when keepDown is set and
+// pruning down entries scored below pruneBelow. It returns how many left.
+func (s *Store) Fired(ctx context.Context, i int, ms []Member, keepDown bool, pruneBelow float64) (int, error) {
+	args := make([]any, 0, 2+2*len(ms))
+	kd := "0"
+	if keepDown {
+		kd = "1"
+	}
+	prune := "-inf"
+	if keepDown && pruneBelow > 0 {
+		prune = strconv.FormatFloat(pruneBelow, 'f', -1, 64)
+	}
+	args = append(args, kd, prune)
+	for _, m := range ms {
+		args = append(args, m.ID, m.Score)
+	}
+	n, err := scriptFired.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("remove fired from shard %d: %w", i, err)
+	}
+	return n, nil
+}
+
+// RemoveIf removes members of shard i whose score is unchanged and returns
+// those removed with their override timeout (0 when none).
+func (s *Store) RemoveIf(ctx context.Context, i int, ms []Member) (map[string]int64, error) {
+	args := make([]any, 0, 2*len(ms))
+	for _, m := range ms {
+		args = append(args, m.ID, m.Score)
+	}
+	vals, err := scriptRemoveIf.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.Overrides(i)}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("remove from shard %d: %w", i, err)
+	}
+	out := make(map[string]int64, len(vals)/2)
+	for k := 0; k+1 < len(vals); k += 2 {
+		id, _ := vals[k].(string)
+		o, _ := vals[k+1].(string)
+		ms, _ := strconv.ParseInt(o, 10, 64)
+		out[id] = ms
+	}
+	return out, nil
+}
+
+// Score returns the score of device id in shard i, if tracked there.
+func (s *Store) Score(ctx context.Context, i int, id string) (float64, bool, error) {
+	v, err := s.rdb.ZScore(ctx, s.keys.Deadlines(i), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read score in shard %d: %w", i, err)
+	}
+	return v, true, nil
+}
+
+// DownScore returns the score of the timeout device id fired in shard i, if
+// it is remembered as down.
+func (s *Store) DownScore(ctx context.Context, i int, id string) (float64, bool, error) {
+	v, err := s.rdb.ZScore(ctx, s.keys.Down(i), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read down state in shard %d: %w", i, err)
+	}
+	return v, true, nil
+}
+
+// Sizes returns the number of members of shards 0..n-1 in one round trip.
+func (s *Store) Sizes(ctx context.Context, n int) ([]int64, error) {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < n; i++ {
+			p.ZCard(ctx, s.keys.Deadlines(i))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read shard sizes: %w", err)
+	}
+	out := make([]int64, n)
+	for i, c := range cmds {
+		out[i] = c.(*redis.IntCmd).Val()
+	}
+	return out, nil
+}
+
+// Layout reads the stored layout; ok is false when none was stored yet.
+func (s *Store) Layout(ctx context.Context) (l Layout, ok bool, err error) {
+	m, err := s.rdb.HGetAll(ctx, s.keys.Layout()).Result()
+	if err != nil {
+		return Layout{}, false, fmt.Errorf("read layout: %w", err)
+	}
+	if len(m) == 0 {
+		return Layout{}, false, nil
+	}
+	l.Count, _ = strconv.Atoi(m["count"])
+	l.Previous, _ = strconv.Atoi(m["previous"])
+	l.Epoch, _ = strconv.ParseInt(m["epoch"], 10, 64)
+	l.SinceMs, _ = strconv.ParseInt(m["since_ms"], 10, 64)
+	if !ValidCount(l.Count) {
+		return Layout{}, false, fmt.Errorf("stored layout has invalid count %q", m["count"])
+	}
+	return l, true, nil
+}
+
+// SetLayout stores l if the stored epoch is still readEpoch (0: none yet),
+// and returns l with its new epoch; ErrLayoutChanged otherwise.
+func (s *Store) SetLayout(ctx context.Context, readEpoch int64, l Layout) (Layout, error) {
+	epoch, err := scriptLayout.Run(ctx, s.rdb, []string{s.keys.Layout()},
+		readEpoch, l.Count, l.Previous, l.SinceMs).Int64()
+	if err != nil {
+		return Layout{}, fmt.Errorf("write layout: %w", err)
+	}
+	if epoch == 0 {
+		return Layout{}, ErrLayoutChanged
+	}
+	l.Epoch = epoch
+	return l, nil
+}
+
+// RaiseWatermarks moves the watermarks of the given partitions forward
+// (never back) and records the partition count when partitions > 0.
+func (s *Store) RaiseWatermarks(ctx context.Context, partitions int, wm map[int]int64) error {
+	if len(wm) == 0 && partitions == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+2*len(wm))
+	args = append(args, partitions)
+	for p, ms := range wm {
+		args = append(args, p, ms)
+	}
+	if err := scriptWMRaise.Run(ctx, s.rdb, []string{s.keys.Watermarks()}, args...).Err(); err != nil {
+		return fmt.Errorf("raise watermarks: %w", err)
+	}
+	return nil
+}
+
+// Watermarks returns wm(p) for every partition that has one and the
+// partition count ingest recorded (0 if none yet).
+func (s *Store) Watermarks(ctx context.Context) (map[int]int64, int, error) {
+	m, err := s.rdb.HGetAll(ctx, s.keys.Watermarks()).Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("read watermarks: %w", err)
+	}
+	out := make(map[int]int64, len(m))
+	n := 0
+	for k, v := range m {
+		ms, _ := strconv.ParseInt(v, 10, 64)
+		if k == "partitions" {
+			n = int(ms)
+			continue
+		}
+		p, err := strconv.Atoi(k)
+		if err == nil {
+			out[p] = ms
+		}
+	}
+	return out, n, nil
+}
+
+// RegisterClasses returns the stable ids of the named classes, assigning
+// new ones to classes seen for the first time.
+func (s *Store) RegisterClasses(ctx context.Context, names []string) ([]int, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 1+len(names))
+	args = append(args, MaxClassID)
+	for _, n := range names {
+		args = append(args, n)
+	}
+	ids, err := scriptClasses.Run(ctx, s.rdb, []string{s.keys.Classes()}, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("register classes: %w", err)
+	}
+	out := make([]int, len(ids))
+	for k, id := range ids {
+		out[k] = int(id)
+	}
+	return out, nil
+}
+
+// ClassNames returns the registry: class id -> name.
+func (s *Store) ClassNames(ctx context.Context) (map[int]string, error) {
+	m, err := s.rdb.HGetAll(ctx, s.keys.Classes()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read classes: %w", err)
+	}
+	out := make(map[int]string)
+	for k, v := range m {
+		if idStr, ok := strings.CutPrefix(k, "i:"); ok {
+			if id, err := strconv.Atoi(idStr); err == nil {
+				out[id] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// AcquireLease takes shard i's lease for owner if nobody holds it.
+func (s *Store) AcquireLease(ctx context.Context, i int, owner string, ttl time.Duration) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, s.keys.Lease(i), owner, ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("acquire lease of shard %d: %w", i, err)
+	}
+	return ok, nil
+}
+
+// RenewLease extends shard i's lease if owner holds it.
+func (s *Store) RenewLease(ctx context.Context, i int, owner string, ttl time.Duration) (bool, error) {
+	n, err := scriptRenew.Run(ctx, s.rdb, []string{s.keys.Lease(i)}, owner, ttl.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("renew lease of shard %d: %w", i, err)
+	}
+	return n == 1, nil
+}
+
+// ReleaseLease drops shard i's lease if owner holds it.
+func (s *Store) ReleaseLease(ctx context.Context, i int, owner string) error {
+	if err := scriptRelease.Run(ctx, s.rdb, []string{s.keys.Lease(i)}, owner).Err(); err != nil {
+		return fmt.Errorf("release lease of shard %d: %w", i, err)
+	}
+	return nil
+}
+
+// LeaseOwners returns the owner of each of shards 0..n-1 ("" when free).
+func (s *Store) LeaseOwners(ctx context.Context, n int) ([]string, error) {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < n; i++ {
+			p.Get(ctx, s.keys.Lease(i))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	out := make([]string, n)
+	for i, c := range cmds {
+		out[i] = c.(*redis.StringCmd).Val()
+	}
+	return out, nil
+}
+
+// Heartbeat registers instance id as alive at nowMs and drops instances not
+// heard from since staleBeforeMs. It returns the live instances, sorted.
+func (s *Store) Heartbeat(ctx context.Context, id string, nowMs, staleBeforeMs int64) ([]string, error) {
+	key := s.keys.Instances()
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, key, redis.Z{Score: float64(nowMs), Member: id})
+		p.ZRemRangeByScore(ctx, key, "-inf", "("+strconv.FormatInt(staleBeforeMs, 10))
+		p.ZRange(ctx, key, 0, -1)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register instance: %w", err)
+	}
+	live := cmds[2].(*redis.StringSliceCmd).Val()
+	return live, nil
+}
+
+// Deregister removes instance id from the live set.
+func (s *Store) Deregister(ctx context.Context, id string) error {
+	return s.rdb.ZRem(ctx, s.keys.Instances(), id).Err()
+}
