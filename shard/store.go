@@ -471,3 +471,8 @@ func (s *Store) Heartbeat(ctx context.Context, id string, nowMs, staleBeforeMs i
 func (s *Store) Deregister(ctx context.Context, id string) error {
 	return s.rdb.ZRem(ctx, s.keys.Instances(), id).Err()
 }
+
+// Instances returns the registered live instances.
+func (s *Store) Instances(ctx context.Context) ([]string, error) {
+	return s.rdb.ZRange(ctx, s.keys.Instances(), 0, -1).Result()
+}

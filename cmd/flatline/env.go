@@ -1,0 +1,5 @@
+package main
+
+import "os"
+
+func osEnviron() []string { return os.Environ() }

@@ -1,0 +1,8 @@
+// Command flatline tells you when a device goes silent. See README.md.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/rebalance"
+)
+
+func newShardsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "shards",
+		Short: "Inspect and scale the shard layout",
+	}
+	var asJSON bool
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the layout, per-shard size, next deadline, owner and migration progress",
+		Example: `  flatline shards status
+  flatline shards status --json | jq .migration`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.load(nil)
+			if err != nil {
+				return err
+			}
+			rdb, store, err := app.Connect(cmd.Context(), cfg.Redis)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			st, err := rebalance.ReadStatus(cmd.Context(), store, time.Now())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	status.Flags().BoolVar(&asJSON, "json", false, "print the /status JSON document")
+	cmd.AddCommand(status)
+	return cmd
+}
+
+func printStatus(w io.Writer, st rebalance.Status) {
+	l := st.Layout
+	if l.Count == 0 {
+		fmt.Fprintln(w, "no layout stored yet (start 'flatline serve' once)")
+		return
+	}
+	fmt.Fprintf(w, "layout: %d shards (epoch %d, since %s)\n", l.Count, l.Epoch, time.UnixMilli(l.SinceMs).UTC().Format(time.RFC3339))
+	if st.Migration.Active {
+		fmt.Fprintf(w, "migration: %d -> %d, %d misplaced members left, %.1f%% done\n", l.Previous, l.Count, st.Migration.Misplaced, 100*st.Migration.Progress)
+	} else {
+		fmt.Fprintln(w, "migration: none")
+	}
+	fmt.Fprintf(w, "tracked devices: %d\n", st.Tracked)
+	if st.Partitions > 0 {
+		fmt.Fprintf(w, "watermark: %s (lag %s over %d partitions)\n",
+			time.UnixMilli(st.WatermarkMs).UTC().Format("15:04:05.000"), time.Duration(st.WatermarkLagMs)*time.Millisecond, st.Partitions)
+	} else {
+		fmt.Fprintln(w, "watermark: none yet (no ingest has run)")
+	}
+	fmt.Fprintf(w, "instances: %v\n\n", st.Instances)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shard\tdevices\tnext deadline\towner\t")
+	for _, s := range st.Shards {
+		next := "-"
+		if s.NextDeadlineMs > 0 {
+			next = time.UnixMilli(s.NextDeadlineMs).UTC().Format("15:04:05.000")
+		}
+		owner := s.Owner
+		if owner == "" {
+			owner = "(none)"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\n", s.Shard, s.Size, next, owner)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,377 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/timeouts"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// LayoutSource gives the layout to route a batch by.
+type LayoutSource interface {
+	Current() shard.Layout
+}
+
+// RecoveryPublisher publishes recovered events, returning once Kafka
+// acknowledged them.
+type RecoveryPublisher interface {
+	Recovered(ctx context.Context, rs []dispatch.Recovery) error
+}
+
+// Hooks let tests observe ingest deterministically.
+type Hooks struct {
+	// Committed runs after a batch's offsets were committed.
+	Committed func(offsets map[int]int64)
+}
+
+// Options wire an Ingest.
+type Options struct {
+	Store    *shard.Store
+	Layout   LayoutSource
+	Policy   *timeouts.Policy
+	Kafka    kafkaconn.Config
+	Metrics  *metrics.Metrics
+	Log      *slog.Logger
+	Now      func() time.Time
+	Recovery RecoveryPublisher // nil: recovered events disabled
+	Hooks    Hooks
+}
+
+// Ingest is the signals-topic consumer.
+type Ingest struct {
+	cfg  Config
+	opts Options
+	dec  *Decoder
+	dlq  *kafka.Writer
+
+	// lag per owned partition, for status and metrics
+	mu  sync.Mutex
+	lag map[int]int64
+}
+
+// New builds an ingest.
+func New(cfg Config, opts Options) (*Ingest, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	in := &Ingest{cfg: cfg, opts: opts, lag: make(map[int]int64)}
+	in.dec = NewDecoder(DecoderConfig{Format: cfg.Format, MaxSkew: cfg.MaxSkew, MaxValueBytes: cfg.MaxValueBytes, Timeouts: opts.Policy.Config()})
+	if opts.Kafka.DeadLetterTopic != "" {
+		tr, err := opts.Kafka.Transport()
+		if err != nil {
+			return nil, err
+		}
+		in.dlq = &kafka.Writer{
+			Addr: kafka.TCP(opts.Kafka.Brokers...), Topic: opts.Kafka.DeadLetterTopic, Transport: tr,
+			Balancer: &kafka.Murmur2Balancer{}, RequiredAcks: kafka.RequireAll,
+			BatchTimeout: time.Millisecond, BatchSize: 10000, AllowAutoTopicCreation: true,
+		}
+	}
+	return in, nil
+}
+
+// Lag returns the messages not yet written per owned partition.
+func (in *Ingest) Lag() map[int]int64 {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make(map[int]int64, len(in.lag))
+	for p, l := range in.lag {
+		out[p] = l
+	}
+	return out
+}
+
+// Run consumes until ctx is cancelled, joining generation after
+// generation of the consumer group.
+func (in *Ingest) Run(ctx context.Context) error {
+	dialer, err := in.opts.Kafka.Dialer()
+	if err != nil {
+		return err
+	}
+	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: in.opts.Kafka.GroupID, Brokers: in.opts.Kafka.Brokers, Dialer: dialer,
+		Topics:            []string{in.opts.Kafka.SignalsTopic},
+		SessionTimeout:    in.opts.Kafka.SessionTimeout,
+		HeartbeatInterval: in.opts.Kafka.SessionTimeout / 6,
+		RebalanceTimeout:  in.opts.Kafka.SessionTimeout,
+		JoinGroupBackoff:  500 * time.Millisecond,
+		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
+		StartOffset: kafka.FirstOffset,
+		Logger:      kafka.LoggerFunc(func(string, ...any) {}),
+	})
+	if err != nil {
+		return fmt.Errorf("join consumer group %q: %w", in.opts.Kafka.GroupID, err)
+	}
+	defer group.Close()
+	failing := false
+	for {
+		gen, err := group.Next(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if !failing {
+				in.opts.Log.Warn("consumer group unavailable, retrying", "err", err)
+			}
+			failing = true
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		failing = false
+		in.runGeneration(ctx, gen)
+	}
+}
+
+// record is one fetched message with what the batcher needs.
+type record struct {
+	partition int
+	msg       kafka.Message
+}
+
+// position tracks, per partition, the next offset not yet written to Redis.
+type position struct {
+	written atomic.Int64
+}
+
+func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
+	topic := in.opts.Kafka.SignalsTopic
+	assigned := gen.Assignments[topic]
+	parts := make([]int, len(assigned))
+	for k, a := range assigned {
+		parts[k] = a.ID
+	}
+	in.opts.Log.Info("partitions assigned", "generation", gen.ID, "partitions", parts)
+	client, err := in.client()
+	if err != nil {
+		in.opts.Log.Error("kafka client", "err", err)
+		return
+	}
+	if len(assigned) == 0 {
+		// Nothing to read; keep the generation until it ends.
+		gen.Start(func(gctx context.Context) { <-gctx.Done() })
+		return
+	}
+	pos := make(map[int]*position, len(assigned))
+	starts, err := in.resolveStarts(ctx, client, assigned)
+	if err != nil {
+		in.opts.Log.Warn("cannot resolve start offsets", "err", err)
+		return
+	}
+	msgs := make(chan record, 4*in.cfg.BatchSize)
+	dialer, _ := in.opts.Kafka.Dialer()
+	for _, a := range assigned {
+		p := &position{}
+		p.written.Store(starts[a.ID])
+		pos[a.ID] = p
+		partition, start := a.ID, starts[a.ID]
+		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs) })
+	}
+	gen.Start(func(gctx context.Context) { in.batcher(gctx, gen, msgs, pos) })
+	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos) })
+}
+
+func (in *Ingest) client() (*kafka.Client, error) {
+	tr, err := in.opts.Kafka.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return &kafka.Client{Addr: kafka.TCP(in.opts.Kafka.Brokers...), Transport: tr, Timeout: 10 * time.Second}, nil
+}
+
+// resolveStarts turns the committed offsets (or "none") into concrete ones.
+func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assigned []kafka.PartitionAssignment) (map[int]int64, error) {
+	out := make(map[int]int64, len(assigned))
+	var reqs []kafka.OffsetRequest
+	for _, a := range assigned {
+		out[a.ID] = a.Offset
+		if a.Offset < 0 {
+			reqs = append(reqs, kafka.FirstOffsetOf(a.ID))
+		}
+	}
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{in.opts.Kafka.SignalsTopic: reqs}})
+	if err != nil {
+		return nil, err
+	}
+	for _, po := range resp.Topics[in.opts.Kafka.SignalsTopic] {
+		if po.Error != nil {
+			return nil, po.Error
+		}
+		out[po.Partition] = po.FirstOffset
+	}
+	return out, nil
+}
+
+// read fetches one partition from start and feeds the batcher.
+func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int, start int64, out chan<- record) {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: in.opts.Kafka.Brokers, Topic: in.opts.Kafka.SignalsTopic, Partition: partition, Dialer: dialer,
+		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond, QueueCapacity: 1024,
+		ReadBackoffMin: 10 * time.Millisecond, ReadBackoffMax: 500 * time.Millisecond,
+	})
+	defer r.Close()
+	if err := r.SetOffset(start); err != nil {
+		in.opts.Log.Error("set offset", "partition", partition, "err", err)
+		return
+	}
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			in.opts.Log.Warn("fetch failed", "partition", partition, "err", err)
+			continue
+		}
+		select {
+		case out <- record{partition: partition, msg: m}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// batcher gathers fetched records into batches and processes them in order.
+func (in *Ingest) batcher(ctx context.Context, gen *kafka.Generation, msgs <-chan record, pos map[int]*position) {
+	p := newProcessor(in)
+	buf := make([]record, 0, in.cfg.BatchSize)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		buf = buf[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-msgs:
+			buf = append(buf, r)
+		}
+		timer.Reset(in.cfg.BatchWait)
+	fill:
+		for len(buf) < in.cfg.BatchSize {
+			select {
+			case r := <-msgs:
+				buf = append(buf, r)
+			case <-timer.C:
+				break fill
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		// Drain what is already queued without waiting longer.
+	more:
+		for len(buf) < in.cfg.BatchSize {
+			select {
+			case r := <-msgs:
+				buf = append(buf, r)
+			default:
+				break more
+			}
+		}
+		if err := p.process(ctx, buf); err != nil {
+			return // generation ended mid-batch: nothing committed, the next owner re-reads
+		}
+		offsets, wms := p.written()
+		for part, off := range offsets {
+			pos[part].written.Store(off)
+		}
+		if err := gen.CommitOffsets(map[string]map[int]int64{in.opts.Kafka.SignalsTopic: offsets}); err != nil {
+			in.opts.Log.Warn("commit offsets", "err", err)
+		} else if h := in.opts.Hooks.Committed; h != nil {
+			h(offsets)
+		}
+		if err := in.opts.Store.RaiseWatermarks(ctx, 0, wms); err != nil && ctx.Err() == nil {
+			in.opts.Log.Warn("raise watermarks", "err", err)
+		}
+	}
+}
+
+// probe moves the watermark of every caught-up partition to the send time
+// of a high-water-mark probe, and reports lag.
+func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*position) {
+	topic := in.opts.Kafka.SignalsTopic
+	partitions := 0
+	reqs := make([]kafka.OffsetRequest, 0, len(pos))
+	for p := range pos {
+		reqs = append(reqs, kafka.LastOffsetOf(p))
+	}
+	t := time.NewTicker(in.cfg.ProbeInterval)
+	defer t.Stop()
+	defer func() {
+		in.mu.Lock()
+		clear(in.lag)
+		in.mu.Unlock()
+	}()
+	wms := make(map[int]int64, len(pos))
+	for {
+		if partitions == 0 {
+			md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+			if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil {
+				partitions = len(md.Topics[0].Partitions)
+			}
+		}
+		sent := in.opts.Now().UnixMilli()
+		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+		if err == nil {
+			clear(wms)
+			in.mu.Lock()
+			for _, po := range resp.Topics[topic] {
+				p := pos[po.Partition]
+				if po.Error != nil || p == nil {
+					continue
+				}
+				lag := po.LastOffset - p.written.Load()
+				if lag <= 0 {
+					wms[po.Partition] = sent
+					lag = 0
+				}
+				in.lag[po.Partition] = lag
+				if in.opts.Metrics != nil {
+					in.opts.Metrics.ConsumerLag.WithLabelValues(strconv.Itoa(po.Partition)).Set(float64(lag))
+				}
+			}
+			in.mu.Unlock()
+			if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil && ctx.Err() == nil {
+				in.opts.Log.Debug("raise watermarks", "err", err)
+			}
+		} else if ctx.Err() == nil {
+			in.opts.Log.Debug("probe high-water marks", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Close releases the dead-letter writer.
+func (in *Ingest) Close() error {
+	if in.dlq != nil {
+		return in.dlq.Close()
+	}
+	return nil
+}
+

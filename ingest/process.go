@@ -1,0 +1,264 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+
+	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// processor turns one batch of records into one Redis round trip. It is
+// owned by one batcher goroutine and reuses its buffers across batches.
+type processor struct {
+	in      *Ingest
+	hb      Heartbeat
+	batch   shard.Batch
+	latest  map[string]int
+	entries []entry
+	dead    []kafka.Message
+	offsets map[int]int64
+	wms     map[int]int64
+	limiter logLimiter
+	outage  bool
+}
+
+// entry is the newest state of one device within a batch.
+type entry struct {
+	id       string
+	tomb     bool
+	score    float64
+	override int64
+	atMs     int64
+}
+
+func newProcessor(in *Ingest) *processor {
+	return &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64)}
+}
+
+// written returns the next offset per partition and the watermark candidates
+// (newest record time per partition) of the last processed batch.
+func (p *processor) written() (map[int]int64, map[int]int64) { return p.offsets, p.wms }
+
+func (p *processor) reset() {
+	clear(p.latest)
+	clear(p.entries)
+	p.entries = p.entries[:0]
+	clear(p.dead)
+	p.dead = p.dead[:0]
+	clear(p.offsets)
+	clear(p.wms)
+}
+
+// process decodes, dead-letters, writes and publishes recoveries for recs.
+// It returns only once everything is acknowledged, or ctx's error.
+func (p *processor) process(ctx context.Context, recs []record) error {
+	in := p.in
+	m := in.opts.Metrics
+	p.reset()
+	policy := in.opts.Policy
+	for _, r := range recs {
+		msg := &r.msg
+		p.offsets[r.partition] = msg.Offset + 1
+		if ts := msg.Time.UnixMilli(); ts > p.wms[r.partition] {
+			p.wms[r.partition] = ts
+		}
+		reason, ok := in.dec.Decode(msg.Key, msg.Value, msg.Time, &p.hb)
+		if !ok {
+			m.Invalid.WithLabelValues(string(reason)).Inc()
+			p.deadLetter(r, reason)
+			continue
+		}
+		p.countFallbacks()
+		hb := &p.hb
+		if hb.Tombstone {
+			m.Tombstones.Inc()
+			p.put(entry{id: hb.DeviceID, tomb: true})
+			continue
+		}
+		classID := 0
+		if hb.Class != "" {
+			if c, ok := policy.ByName(hb.Class); ok {
+				classID = c.ID
+			}
+		}
+		var flags shard.Meta
+		var override int64
+		if hb.Override {
+			flags |= shard.FlagOverride
+			override = hb.Timeout.Milliseconds()
+		}
+		deadline := hb.AtMs + hb.Timeout.Milliseconds()
+		p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
+	}
+	m.HeartbeatsConsumed.Add(float64(len(recs)))
+
+	layout := in.opts.Layout.Current()
+	b := &p.batch
+	b.Reset(layout.Shards())
+	writes := 0
+	for k := range p.entries {
+		e := &p.entries[k]
+		h := shard.Hash(e.id)
+		i := layout.ShardOf(h)
+		if e.tomb {
+			b.Forget(i, e.id)
+			if prev, moved := layout.PreviousOf(h); moved {
+				b.Forget(prev, e.id)
+			}
+			continue
+		}
+		b.Add(i, e.id, e.score, e.override)
+		writes++
+	}
+	var back []shard.Recovered
+	err := p.retry(ctx, "redis", func() error {
+		var err error
+		back, err = in.opts.Store.Write(ctx, b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if writes > 0 {
+		m.RedisWrites.Add(float64(writes))
+		m.RedisBatches.Inc()
+	}
+	if len(p.dead) > 0 && in.dlq != nil {
+		if err := p.retry(ctx, "dead-letter topic", func() error { return in.dlq.WriteMessages(ctx, p.dead...) }); err != nil {
+			return err
+		}
+		m.DeadLettered.Add(float64(len(p.dead)))
+	}
+	if len(back) > 0 && in.opts.Recovery != nil {
+		rs := make([]dispatch.Recovery, 0, len(back))
+		for _, r := range back {
+			down, meta := shard.Decode(r.DownScore)
+			if meta.Has(shard.FlagPadded) {
+				down -= in.cfg.CoalesceWindow.Milliseconds()
+			}
+			e := p.entries[p.latest[r.ID]]
+			rs = append(rs, dispatch.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: e.atMs})
+		}
+		if err := in.opts.Recovery.Recovered(ctx, rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// put keeps the newest state of a device: a later tombstone deregisters, a
+// later heartbeat re-registers, and among heartbeats the latest deadline wins.
+func (p *processor) put(e entry) {
+	k, ok := p.latest[e.id]
+	if !ok {
+		p.latest[e.id] = len(p.entries)
+		p.entries = append(p.entries, e)
+		return
+	}
+	cur := &p.entries[k]
+	if e.tomb || cur.tomb || e.score > cur.score {
+		*cur = e
+	}
+}
+
+func (p *processor) countFallbacks() {
+	m := p.in.opts.Metrics
+	if p.hb.SkewCorrected {
+		m.Fallbacks.WithLabelValues("skew_corrected").Inc()
+	}
+	if p.hb.TimeoutOutOfRange {
+		m.Fallbacks.WithLabelValues("timeout_out_of_range").Inc()
+	}
+	if p.hb.UnknownClass {
+		m.Fallbacks.WithLabelValues("unknown_class").Inc()
+	}
+}
+
+// deadLetter copies an invalid message for the dead-letter topic.
+func (p *processor) deadLetter(r record, reason Reason) {
+	in := p.in
+	msg := &r.msg
+	source := in.opts.Kafka.SignalsTopic + "/" + strconv.Itoa(r.partition) + "/" + strconv.FormatInt(msg.Offset, 10)
+	if p.limiter.allow(in.opts.Now()) {
+		in.opts.Log.Warn("invalid heartbeat dead-lettered", "reason", string(reason), "source", source, "suppressed", p.limiter.take())
+	}
+	if in.dlq == nil {
+		return
+	}
+	val := msg.Value
+	if len(val) > in.cfg.MaxValueBytes {
+		val = val[:in.cfg.MaxValueBytes]
+	}
+	p.dead = append(p.dead, kafka.Message{
+		Key: msg.Key, Value: val,
+		Headers: []protocol.Header{
+			{Key: "flatline-reason", Value: []byte(reason)},
+			{Key: "flatline-source", Value: []byte(source)},
+		},
+	})
+}
+
+// retry runs fn until it succeeds or ctx ends, with backoff, logging the
+// start and the end of an outage once each.
+func (p *processor) retry(ctx context.Context, what string, fn func() error) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			if p.outage {
+				p.outage = false
+				p.in.opts.Log.Info("ingest resumed", "target", what)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.in.opts.Metrics.IngestErrors.Inc()
+		if !p.outage {
+			p.outage = true
+			p.in.opts.Log.Warn("ingest paused: write failed, retrying without committing", "target", what, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(backoff):
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// logLimiter allows one log line per second and counts the rest.
+type logLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (l *logLimiter) allow(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.last) < time.Second {
+		l.suppressed++
+		return false
+	}
+	l.last = now
+	return true
+}
+
+func (l *logLimiter) take() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.suppressed
+	l.suppressed = 0
+	return n
+}

@@ -1,0 +1,98 @@
+package rebalance
+
+import (
+	"context"
+	"time"
+
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// Status is the document of `flatline shards status --json` and /status.
+type Status struct {
+	Instance       string        `json:"instance,omitempty"`
+	Layout         shard.Layout  `json:"layout"`
+	Migration      Migration     `json:"migration"`
+	WatermarkMs    int64         `json:"watermark_ms"`
+	WatermarkLagMs int64         `json:"watermark_lag_ms"`
+	Partitions     int           `json:"partitions"`
+	Tracked        int64         `json:"tracked"`
+	Instances      []string      `json:"instances"`
+	Shards         []ShardStatus `json:"shards"`
+}
+
+// Migration is the progress of a doubling or halving.
+type Migration struct {
+	Active    bool  `json:"active"`
+	Misplaced int64 `json:"misplaced"`
+	// Progress is the fraction of previous-layout members already in place
+	// (1 when no migration runs).
+	Progress float64 `json:"progress"`
+}
+
+// ShardStatus describes one shard.
+type ShardStatus struct {
+	Shard          int    `json:"shard"`
+	Size           int64  `json:"size"`
+	NextDeadlineMs int64  `json:"next_deadline_ms,omitempty"`
+	Owner          string `json:"owner"`
+}
+
+// ReadStatus reads the status from Redis.
+func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status, error) {
+	l, _, err := store.Layout(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Layout: l}
+	n := l.Shards()
+	if n == 0 {
+		return st, nil
+	}
+	sizes, err := store.Sizes(ctx, n)
+	if err != nil {
+		return Status{}, err
+	}
+	owners, err := store.LeaseOwners(ctx, n)
+	if err != nil {
+		return Status{}, err
+	}
+	st.Shards = make([]ShardStatus, n)
+	for i := 0; i < n; i++ {
+		ss := ShardStatus{Shard: i, Size: sizes[i], Owner: owners[i]}
+		if m, ok, err := store.Next(ctx, i); err == nil && ok {
+			ss.NextDeadlineMs, _ = shard.Decode(m.Score)
+		}
+		st.Tracked += sizes[i]
+		st.Shards[i] = ss
+	}
+	wms, parts, err := store.Watermarks(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	st.Partitions = parts
+	if parts > 0 {
+		min := int64(-1)
+		for p := 0; p < parts; p++ {
+			if v := wms[p]; min < 0 || v < min {
+				min = v
+			}
+		}
+		st.WatermarkMs = min
+		st.WatermarkLagMs = now.UnixMilli() - min
+	}
+	st.Instances, _ = store.Instances(ctx)
+	st.Migration.Progress = 1
+	if l.Migrating() {
+		st.Migration.Active = true
+		// Members still in a shard they no longer route to.
+		misplaced, total, err := CountMisplaced(ctx, store, l)
+		if err != nil {
+			return Status{}, err
+		}
+		st.Migration.Misplaced = misplaced
+		if total > 0 {
+			st.Migration.Progress = 1 - float64(misplaced)/float64(total)
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,138 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// Watcher keeps the current layout of one instance and tells subscribers
+// when it changes.
+type Watcher struct {
+	store    *shard.Store
+	interval time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu      sync.Mutex
+	current shard.Layout
+	subs    []chan shard.Layout
+}
+
+// NewWatcher returns a watcher polling the store every cfg.PollInterval.
+func NewWatcher(store *shard.Store, cfg Config, log *slog.Logger) *Watcher {
+	return &Watcher{store: store, interval: cfg.PollInterval, log: log, now: time.Now}
+}
+
+// Init loads the layout, storing {count: initial} first on a fresh
+// deployment. It must succeed before anything routes.
+func (w *Watcher) Init(ctx context.Context, initial int) (shard.Layout, error) {
+	l, err := Ensure(ctx, w.store, initial, w.now())
+	if err != nil {
+		return shard.Layout{}, err
+	}
+	w.set(l)
+	return l, nil
+}
+
+// Ensure returns the stored layout, storing {count: initial} when there is
+// none yet.
+func Ensure(ctx context.Context, store *shard.Store, initial int, now time.Time) (shard.Layout, error) {
+	for {
+		l, ok, err := store.Layout(ctx)
+		if err != nil {
+			return shard.Layout{}, err
+		}
+		if ok {
+			return l, nil
+		}
+		l, err = store.SetLayout(ctx, 0, shard.Layout{Count: initial, SinceMs: now.UnixMilli()})
+		if errors.Is(err, shard.ErrLayoutChanged) {
+			continue // another instance initialized it first
+		}
+		if err != nil {
+			return shard.Layout{}, fmt.Errorf("initialize layout: %w", err)
+		}
+		return l, nil
+	}
+}
+
+// Current is the layout this instance routes by.
+func (w *Watcher) Current() shard.Layout {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.current
+}
+
+// Subscribe returns a channel that receives every new layout (the latest
+// one wins when the reader is slow).
+func (w *Watcher) Subscribe() <-chan shard.Layout {
+	ch := make(chan shard.Layout, 1)
+	w.mu.Lock()
+	w.subs = append(w.subs, ch)
+	w.mu.Unlock()
+	return ch
+}
+
+func (w *Watcher) set(l shard.Layout) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l == w.current {
+		return false
+	}
+	w.current = l
+	for _, ch := range w.subs {
+		select {
+		case <-ch:
+		default:
+		}
+		ch <- l
+	}
+	return true
+}
+
+// Refresh re-reads the layout now.
+func (w *Watcher) Refresh(ctx context.Context) error {
+	l, ok, err := w.store.Layout(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("layout is missing from Redis")
+	}
+	old := w.Current()
+	if w.set(l) && l.Epoch > old.Epoch {
+		w.log.Info("layout changed", "count", l.Count, "previous", l.Previous, "epoch", l.Epoch)
+	}
+	return nil
+}
+
+// Run polls the layout until ctx is cancelled.
+func (w *Watcher) Run(ctx context.Context) error {
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := w.Refresh(ctx); err != nil {
+			if !failing && ctx.Err() == nil {
+				w.log.Warn("cannot read layout", "err", err)
+			}
+			failing = true
+			continue
+		}
+		if failing {
+			w.log.Info("layout readable again")
+			failing = false
+		}
+	}
+}

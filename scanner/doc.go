@@ -1,0 +1,17 @@
+// Package scanner finds due devices and hands them to dispatch.
+//
+// One scanner runs per shard this instance owns, each a gocron job (Reactor
+// style: it only finds due members and hands them on, it never runs business
+// logic). A pass reads the shard's earliest members in one round trip, hands
+// every full batch of scanner.batch_size due members to dispatch, keeps
+// draining while batches come back full, and learns the shard's next deadline
+// from the same read. The job runs at least every scanner.interval, and a
+// timer wakes it at the next deadline, so timeouts are not late by a polling
+// period.
+//
+// Firing is gated by the watermark (see Gate): only deadlines at or before
+// min(now, watermark) − scanner.grace fire, so a lagging or dead ingest stalls
+// firing instead of producing false timeouts. A member leaves its shard only
+// after Kafka acknowledged its event, and only if its score is unchanged, so
+// a reset racing a timeout is never lost.
+package scanner

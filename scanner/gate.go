@@ -1,0 +1,131 @@
+package scanner
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// Gate tracks the firing watermark: the minimum over all partitions of the
+// signals topic of wm(p), as ingest instances raise them in Redis. A
+// partition without a watermark, or an unknown partition count, holds firing
+// back entirely.
+type Gate struct {
+	store     *shard.Store
+	poll      time.Duration
+	grace     time.Duration
+	stallWarn time.Duration
+	now       func() time.Time
+	log       *slog.Logger
+
+	wm      atomic.Int64 // min over partitions, Unix ms; 0 = none
+	mu      sync.Mutex
+	waiters []func(wm int64)
+	stalled atomic.Bool
+}
+
+// NewGate returns a gate polling the watermarks every poll. A watermark more
+// than stallWarn behind now is logged as stalled.
+func NewGate(store *shard.Store, poll, grace, stallWarn time.Duration, log *slog.Logger) *Gate {
+	return &Gate{store: store, poll: poll, grace: grace, stallWarn: stallWarn, now: time.Now, log: log}
+}
+
+// Watermark is min over partitions of wm(p) in Unix ms (0 when unknown).
+func (g *Gate) Watermark() int64 { return g.wm.Load() }
+
+// UpTo is the latest deadline (Unix ms) that may fire now:
+// min(now, watermark) − grace.
+func (g *Gate) UpTo() int64 {
+	t := g.now().UnixMilli()
+	if wm := g.wm.Load(); wm < t {
+		t = wm
+	}
+	return t - g.grace.Milliseconds()
+}
+
+// OnAdvance registers fn to be called (from the gate's goroutine) whenever
+// the watermark moves forward.
+func (g *Gate) OnAdvance(fn func(wm int64)) {
+	g.mu.Lock()
+	g.waiters = append(g.waiters, fn)
+	g.mu.Unlock()
+}
+
+// Refresh reads the watermarks once.
+func (g *Gate) Refresh(ctx context.Context) error {
+	wms, n, err := g.store.Watermarks(ctx)
+	if err != nil {
+		return err
+	}
+	min := int64(math.MaxInt64)
+	if n == 0 {
+		min = 0
+	}
+	for p := 0; p < n; p++ {
+		v, ok := wms[p]
+		if !ok {
+			v = 0
+		}
+		if v < min {
+			min = v
+		}
+	}
+	if min > g.wm.Load() {
+		g.wm.Store(min)
+		g.mu.Lock()
+		ws := g.waiters
+		g.mu.Unlock()
+		for _, fn := range ws {
+			fn(min)
+		}
+	}
+	g.checkStall()
+	return nil
+}
+
+func (g *Gate) checkStall() {
+	lag := g.now().UnixMilli() - g.wm.Load()
+	stalled := lag > g.stallWarn.Milliseconds()
+	if g.stalled.Swap(stalled) == stalled {
+		return
+	}
+	if stalled {
+		g.log.Warn("watermark stalled: firing is held back until ingest catches up", "lag", time.Duration(lag)*time.Millisecond)
+	} else {
+		g.log.Info("watermark caught up", "lag", time.Duration(lag)*time.Millisecond)
+	}
+}
+
+// Stalled reports whether the watermark is more than the stall threshold
+// behind now.
+func (g *Gate) Stalled() bool {
+	return g.stalled.Load()
+}
+
+// Run polls the watermarks until ctx is cancelled.
+func (g *Gate) Run(ctx context.Context) error {
+	t := time.NewTicker(g.poll)
+	defer t.Stop()
+	failing := false
+	for {
+		if err := g.Refresh(ctx); err != nil {
+			if !failing && ctx.Err() == nil {
+				g.log.Warn("cannot read watermarks", "err", err)
+			}
+			failing = true
+		} else if failing {
+			failing = false
+			g.log.Info("watermarks readable again")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

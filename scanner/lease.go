@@ -1,0 +1,191 @@
+package scanner
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// LayoutSource gives the current layout.
+type LayoutSource interface {
+	Current() shard.Layout
+}
+
+// Leaser decides which shards this instance scans. Each shard's scanner runs
+// under a Redis lease (SET NX PX, renewed by a compare-owner script), so at
+// most one instance scans a shard at a time. Instances register with a
+// heartbeat; each aims at ceil(shards/live) leases, takes free ones when
+// below, and gives extra ones up when above, so shards spread evenly and a
+// dead instance's shards are taken over once its leases expire.
+type Leaser struct {
+	store   *shard.Store
+	id      string
+	ttl     time.Duration
+	tick    time.Duration
+	layout  LayoutSource
+	apply   func(ids []int) error
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	now     func() time.Time
+
+	mu    sync.Mutex // guards owned for readers outside the leaser
+	owned map[int]bool
+	// Changed receives after every round that changed ownership (tests wait
+	// on it); it never blocks the leaser.
+	Changed chan struct{}
+}
+
+// NewLeaser returns a leaser for instance id that applies the owned shard
+// set with apply (normally Scanner.SetShards).
+func NewLeaser(store *shard.Store, id string, ttl time.Duration, layout LayoutSource, apply func([]int) error, m *metrics.Metrics, log *slog.Logger) *Leaser {
+	tick := ttl / 4
+	if tick > 500*time.Millisecond {
+		tick = 500 * time.Millisecond
+	}
+	return &Leaser{store: store, id: id, ttl: ttl, tick: tick, layout: layout, apply: apply,
+		log: log, metrics: m, now: time.Now, owned: make(map[int]bool), Changed: make(chan struct{}, 1)}
+}
+
+// Owned returns the shards this instance holds, sorted.
+func (l *Leaser) Owned() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]int, 0, len(l.owned))
+	for id := range l.owned {
+		out = append(out, id)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Run keeps the leases until ctx is cancelled, then releases them all.
+func (l *Leaser) Run(ctx context.Context) error {
+	t := time.NewTicker(l.tick)
+	defer t.Stop()
+	for {
+		l.round(ctx)
+		select {
+		case <-ctx.Done():
+			l.releaseAll()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (l *Leaser) round(ctx context.Context) {
+	now := l.now()
+	live, err := l.store.Heartbeat(ctx, l.id, now.UnixMilli(), now.Add(-l.ttl).UnixMilli())
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.Debug("instance heartbeat failed", "err", err)
+		}
+		return
+	}
+	n := l.layout.Current().Shards()
+	if n == 0 {
+		return
+	}
+	peers := len(live)
+	if peers == 0 {
+		peers = 1
+	}
+	target := (n + peers - 1) / peers
+	changed := false
+	for id := range l.owned {
+		ok := id < n
+		if ok {
+			ok, err = l.store.RenewLease(ctx, id, l.id, l.ttl)
+			if err != nil {
+				// Redis unreachable: keep scanning what we hold until the
+				// lease would have expired anyway; renewal retries next tick.
+				continue
+			}
+		}
+		if !ok {
+			l.mu.Lock()
+			delete(l.owned, id)
+			l.mu.Unlock()
+			changed = true
+			l.log.Info("scanner lease lost", "shard", id)
+		}
+	}
+	// Give extra shards up (highest first) so a newcomer can take them.
+	for len(l.owned) > target {
+		ids := l.Owned()
+		id := ids[len(ids)-1]
+		if err := l.store.ReleaseLease(ctx, id, l.id); err != nil {
+			break
+		}
+		l.mu.Lock()
+		delete(l.owned, id)
+		l.mu.Unlock()
+		changed = true
+		l.log.Info("scanner lease released for balance", "shard", id)
+	}
+	if len(l.owned) < target {
+		// Start at a different shard per instance to spread contention.
+		start := 0
+		for k, inst := range live {
+			if inst == l.id {
+				start = k * n / peers
+			}
+		}
+		for k := 0; k < n && len(l.owned) < target; k++ {
+			id := (start + k) % n
+			if l.owned[id] {
+				continue
+			}
+			ok, err := l.store.AcquireLease(ctx, id, l.id, l.ttl)
+			if err != nil {
+				break
+			}
+			if ok {
+				l.mu.Lock()
+				l.owned[id] = true
+				l.mu.Unlock()
+				changed = true
+				l.log.Info("scanner lease gained", "shard", id)
+			}
+		}
+	}
+	if changed {
+		if err := l.apply(l.Owned()); err != nil {
+			l.log.Error("apply shard ownership", "err", err)
+		}
+		select {
+		case l.Changed <- struct{}{}:
+		default:
+		}
+	}
+	if l.metrics != nil {
+		l.metrics.LeasesOwned.Set(float64(len(l.owned)))
+		for id := 0; id < n; id++ {
+			v := 0.0
+			if l.owned[id] {
+				v = 1
+			}
+			l.metrics.LeaseOwned.WithLabelValues(strconv.Itoa(id)).Set(v)
+		}
+	}
+}
+
+func (l *Leaser) releaseAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = l.apply(nil)
+	for id := range l.owned {
+		_ = l.store.ReleaseLease(ctx, id, l.id)
+		l.mu.Lock()
+		delete(l.owned, id)
+		l.mu.Unlock()
+	}
+	_ = l.store.Deregister(ctx, l.id)
+	l.log.Info("scanner leases released")
+}

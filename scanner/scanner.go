@@ -1,0 +1,392 @@
+package scanner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/google/uuid"
+
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// Dispatcher publishes the timeouts of due members and returns once Kafka
+// acknowledged all of them (retrying meanwhile), or ctx's error.
+type Dispatcher interface {
+	Timeouts(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) error
+}
+
+// Hooks let tests observe and interleave with a scanner deterministically.
+type Hooks struct {
+	// BeforeRemove runs after Kafka acknowledged a batch and before its
+	// members are (conditionally) removed from the shard.
+	BeforeRemove func(shardID int, batch []shard.Member)
+	// Fired runs after a batch's members were removed.
+	Fired func(shardID int, batch []shard.Member, removed int)
+}
+
+// Options wire a Scanner.
+type Options struct {
+	Store      *shard.Store
+	Dispatcher Dispatcher
+	Gate       *Gate
+	Metrics    *metrics.Metrics
+	Log        *slog.Logger
+	Now        func() time.Time
+	// KeepDown remembers fired devices for recovered events; RecoveryWindow
+	// bounds how long.
+	KeepDown       bool
+	RecoveryWindow time.Duration
+	Hooks          Hooks
+}
+
+// Scanner runs the scanners of the shards this instance owns.
+type Scanner struct {
+	cfg   Config
+	opts  Options
+	sched gocron.Scheduler
+
+	mu     sync.Mutex
+	shards map[int]*shardScanner
+
+	// dispatchCtx outlives the run context so in-flight batches finish on
+	// shutdown; it is cancelled when the drain deadline passes.
+	dispatchCtx    context.Context
+	cancelDispatch context.CancelFunc
+	inflight       sync.WaitGroup
+}
+
+// New returns a scanner; call SetShards to choose which shards it scans.
+func New(cfg Config, opts Options) (*Scanner, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	sched, err := gocron.NewScheduler()
+	if err != nil {
+		return nil, fmt.Errorf("create scheduler: %w", err)
+	}
+	s := &Scanner{cfg: cfg, opts: opts, sched: sched, shards: make(map[int]*shardScanner)}
+	s.dispatchCtx, s.cancelDispatch = context.WithCancel(context.Background())
+	opts.Gate.OnAdvance(s.onWatermark)
+	return s, nil
+}
+
+// SetShards makes the scanner run exactly the given shards.
+func (s *Scanner) SetShards(ids []int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := make(map[int]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+		if _, ok := s.shards[id]; ok {
+			continue
+		}
+		sc := &shardScanner{s: s, id: id, inflight: make(map[string]struct{})}
+		job, err := s.sched.NewJob(gocron.DurationJob(s.cfg.Interval), gocron.NewTask(sc.pass),
+			gocron.WithSingletonMode(gocron.LimitModeWait),
+			gocron.WithStartAt(gocron.WithStartImmediately()))
+		if err != nil {
+			return fmt.Errorf("schedule shard %d: %w", id, err)
+		}
+		sc.job = job
+		s.shards[id] = sc
+	}
+	for id, sc := range s.shards {
+		if !want[id] {
+			sc.stop()
+			_ = s.sched.RemoveJob(sc.job.ID())
+			delete(s.shards, id)
+		}
+	}
+	return nil
+}
+
+// Shards returns the shards this scanner runs.
+func (s *Scanner) Shards() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, len(s.shards))
+	for id := range s.shards {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Wake asks shard id's scanner for a pass now (no-op if not owned).
+func (s *Scanner) Wake(id int) {
+	s.mu.Lock()
+	sc := s.shards[id]
+	s.mu.Unlock()
+	if sc != nil {
+		sc.wake()
+	}
+}
+
+func (s *Scanner) onWatermark(wm int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sc := range s.shards {
+		if h := sc.held.Load(); h != 0 && h <= wm-s.cfg.Grace.Milliseconds() {
+			sc.wake()
+		}
+	}
+}
+
+// Run starts the scanners and stops them when ctx is cancelled: no new pass
+// starts, in-flight batches get until drain's deadline to be acknowledged
+// and removed, then the rest stays in Redis for the next owner.
+func (s *Scanner) Run(ctx context.Context) error {
+	s.sched.Start()
+	<-ctx.Done()
+	return nil
+}
+
+// Shutdown stops scanning and waits for in-flight batches until drainCtx
+// is done. Call after Run returned.
+func (s *Scanner) Shutdown(drainCtx context.Context) error {
+	s.mu.Lock()
+	for _, sc := range s.shards {
+		sc.stop()
+	}
+	s.mu.Unlock()
+	err := s.sched.Shutdown()
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-drainCtx.Done():
+		s.cancelDispatch()
+		<-done
+	}
+	s.cancelDispatch()
+	return err
+}
+
+// shardScanner scans one shard. Only its gocron job runs pass (singleton),
+// dispatch goroutines only touch the in-flight set under mu.
+type shardScanner struct {
+	s   *Scanner
+	id  int
+	job gocron.Job
+
+	pending atomic.Bool  // a wake-up is queued
+	held    atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
+	stopped atomic.Bool
+
+	mu       sync.Mutex
+	inflight map[string]struct{}
+	batches  int
+	timer    *time.Timer
+	timerAt  int64
+}
+
+func (sc *shardScanner) wake() {
+	if sc.stopped.Load() || !sc.pending.CompareAndSwap(false, true) {
+		return
+	}
+	if err := sc.job.RunNow(); err != nil {
+		sc.pending.Store(false)
+	}
+}
+
+func (sc *shardScanner) stop() {
+	sc.stopped.Store(true)
+	sc.mu.Lock()
+	if sc.timer != nil {
+		sc.timer.Stop()
+	}
+	sc.mu.Unlock()
+}
+
+// pass drains the shard's due members into dispatch and arms the wake-up
+// for its next deadline.
+func (sc *shardScanner) pass() {
+	sc.pending.Store(false)
+	if sc.stopped.Load() {
+		return
+	}
+	s := sc.s
+	ctx := s.dispatchCtx
+	batch := s.cfg.BatchSize
+	for !sc.stopped.Load() {
+		upTo := s.opts.Gate.UpTo()
+		max := shard.MaxScore(upTo)
+		sc.mu.Lock()
+		offset, busy := len(sc.inflight), sc.batches >= s.cfg.MaxInflight
+		sc.mu.Unlock()
+		if busy {
+			return // a completing batch wakes the shard again
+		}
+		// One read gives the next batch and, past it, the next deadline.
+		ms, err := s.opts.Store.Due(ctx, sc.id, math.Inf(1), offset, batch+1)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.opts.Metrics.ScanErrors.Inc()
+				s.opts.Log.Debug("scan failed", "shard", sc.id, "err", err)
+			}
+			return // the next interval tick retries
+		}
+		due := ms[:0:0]
+		var next *shard.Member
+		for k := range ms {
+			if ms[k].Score <= max && len(due) < batch {
+				due = append(due, ms[k])
+			} else if ms[k].Score > max {
+				next = &ms[k]
+				break
+			}
+		}
+		fresh := sc.claim(due)
+		if len(fresh) > 0 {
+			sc.dispatch(fresh)
+		}
+		if len(due) == batch {
+			continue // full batch: keep draining
+		}
+		sc.arm(next, upTo)
+		return
+	}
+}
+
+// claim marks members in flight and returns those that were not already.
+func (sc *shardScanner) claim(due []shard.Member) []shard.Member {
+	if len(due) == 0 {
+		return nil
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	fresh := due[:0]
+	for _, m := range due {
+		if _, ok := sc.inflight[m.ID]; ok {
+			continue
+		}
+		sc.inflight[m.ID] = struct{}{}
+		fresh = append(fresh, m)
+	}
+	if len(fresh) > 0 {
+		sc.batches++
+	}
+	return fresh
+}
+
+// arm sets the wake-up for the shard's next deadline, or records that it
+// waits for the watermark.
+func (sc *shardScanner) arm(next *shard.Member, upTo int64) {
+	if next == nil {
+		sc.held.Store(0)
+		return
+	}
+	s := sc.s
+	deadline, _ := shard.Decode(next.Score)
+	fireAt := deadline + s.cfg.Grace.Milliseconds()
+	now := s.opts.Now().UnixMilli()
+	if fireAt <= now {
+		// Due by the clock but not yet by the watermark: the gate wakes us.
+		sc.held.Store(deadline)
+		return
+	}
+	sc.held.Store(0)
+	if fireAt-now > s.cfg.Interval.Milliseconds() {
+		return // the regular tick comes first and re-arms
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.timer != nil && sc.timerAt == fireAt {
+		return
+	}
+	if sc.timer != nil {
+		sc.timer.Stop()
+	}
+	sc.timerAt = fireAt
+	d := time.Until(time.UnixMilli(fireAt))
+	sc.timer = time.AfterFunc(d, func() {
+		// A deadline that is due by the clock waits for the watermark:
+		// mark it held so the gate's next advance wakes this shard.
+		sc.held.Store(deadline)
+		sc.wake()
+	})
+}
+
+// dispatch hands a batch to dispatch in its own goroutine, removes the
+// members once Kafka acknowledged them, and releases them from the in-flight
+// set.
+func (sc *shardScanner) dispatch(batch []shard.Member) {
+	s := sc.s
+	detectedAt := s.opts.Now()
+	s.inflight.Add(1)
+	go func() {
+		defer s.inflight.Done()
+		defer sc.release(batch)
+		ctx := s.dispatchCtx
+		var overrides map[string]int64
+		var ids []string
+		for _, m := range batch {
+			if _, meta := shard.Decode(m.Score); meta.Has(shard.FlagOverride) {
+				ids = append(ids, m.ID)
+			}
+		}
+		if len(ids) > 0 {
+			var err error
+			if overrides, err = s.opts.Store.Overrides(ctx, sc.id, ids); err != nil {
+				s.opts.Metrics.ScanErrors.Inc()
+				return // stays in the shard; the next pass retries
+			}
+		}
+		if err := s.opts.Dispatcher.Timeouts(ctx, sc.id, batch, overrides, detectedAt); err != nil {
+			return // shutting down: the members stay for the next owner
+		}
+		if h := s.opts.Hooks.BeforeRemove; h != nil {
+			h(sc.id, batch)
+		}
+		var prune float64
+		if s.opts.KeepDown {
+			prune = shard.MaxScore(s.opts.Now().Add(-s.opts.RecoveryWindow).UnixMilli())
+		}
+		removed, err := retry(ctx, func() (int, error) {
+			return s.opts.Store.Fired(ctx, sc.id, batch, s.opts.KeepDown, prune)
+		})
+		if err != nil {
+			return
+		}
+		if h := s.opts.Hooks.Fired; h != nil {
+			h(sc.id, batch, removed)
+		}
+	}()
+}
+
+func (sc *shardScanner) release(batch []shard.Member) {
+	sc.mu.Lock()
+	for _, m := range batch {
+		delete(sc.inflight, m.ID)
+	}
+	sc.batches--
+	sc.mu.Unlock()
+	sc.wake()
+}
+
+// retry runs fn with exponential backoff until it succeeds or ctx ends.
+func retry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		v, err := fn()
+		if err == nil || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-time.After(backoff):
+		}
+		if backoff < 2*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+var _ = uuid.Nil

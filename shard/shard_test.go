@@ -1,0 +1,193 @@
+package shard_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"testing/quick"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+func TestScoreRoundTrip(t *testing.T) {
+	t.Parallel()
+	f := func(rel uint64, class uint16, override, padded bool) bool {
+		deadline := shard.Epoch + int64(rel%(1<<41))
+		var flags shard.Meta
+		if override {
+			flags |= shard.FlagOverride
+		}
+		if padded {
+			flags |= shard.FlagPadded
+		}
+		m := shard.NewMeta(int(class)%(shard.MaxClassID+1), flags)
+		d, got := shard.Decode(shard.Score(deadline, m))
+		return d == deadline && got == m
+	}
+	if err := quick.Check(f, &quick.Config{MaxCount: 10000}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestScoreOrdersByDeadline(t *testing.T) {
+	t.Parallel()
+	// A later deadline always has a larger score, whatever the meta, so
+	// ZADD GT means "only ever later" and MaxScore bounds "due by t".
+	f := func(a, b uint32, ma, mb uint16) bool {
+		da, db := shard.Epoch+int64(a), shard.Epoch+int64(b)
+		sa := shard.Score(da, shard.Meta(ma)&0xfff)
+		sb := shard.Score(db, shard.Meta(mb)&0xfff)
+		if da < db && !(sa < sb) {
+			return false
+		}
+		return sa <= shard.MaxScore(da) && (da == db || sb > shard.MaxScore(da) == (db > da))
+	}
+	if err := quick.Check(f, &quick.Config{MaxCount: 10000}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRouting(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := 1; n <= shard.MaxShards; n *= 2 {
+		if !shard.ValidCount(n) {
+			t.Fatalf("ValidCount(%d) = false", n)
+		}
+		for k := 0; k < 2000; k++ {
+			h := r.Uint64()
+			i := shard.Of(h, n)
+			if i < 0 || i >= n {
+				t.Fatalf("Of(%x, %d) = %d out of range", h, n, i)
+			}
+			// Doubling moves a device from i to i+n exactly when h&n != 0.
+			if n < shard.MaxShards {
+				j := shard.Of(h, 2*n)
+				want := i
+				if h&uint64(n) != 0 {
+					want = i + n
+				}
+				if j != want {
+					t.Fatalf("Of(%x, %d) = %d, want %d", h, 2*n, j, want)
+				}
+			}
+		}
+	}
+	for _, bad := range []int{0, -1, 3, 12, 8192, 4095} {
+		if shard.ValidCount(bad) {
+			t.Errorf("ValidCount(%d) = true", bad)
+		}
+	}
+	if shard.Hash("d-42") != shard.Hash("d-42") || shard.Hash("d-42") == shard.Hash("d-43") {
+		t.Error("hash is not a stable function of the id")
+	}
+}
+
+func newStore(t *testing.T) *shard.Store {
+	t.Helper()
+	srv := testenv.Redis(t)
+	st := shard.NewStore(srv.Client(t), shard.NewKeys(testenv.Prefix(t)))
+	if err := st.LoadScripts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A late, replayed or out-of-order heartbeat never moves a deadline earlier.
+func TestWriteNeverMovesDeadlineEarlier(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(3, 4))
+	const devices = 50
+	max := make(map[string]float64)
+	var b shard.Batch
+	for round := 0; round < 40; round++ {
+		b.Reset(4)
+		for d := 0; d < devices; d++ {
+			if r.IntN(2) == 0 {
+				continue
+			}
+			id := "dev-" + string(rune('A'+d%26)) + string(rune('a'+d/26))
+			// Deadlines jump back and forth: late and replayed heartbeats.
+			score := shard.Score(shard.Epoch+1_000_000+int64(r.IntN(10_000)), shard.NewMeta(r.IntN(3), 0))
+			b.Add(shard.Of(shard.Hash(id), 4), id, score, 0)
+			if score > max[id] {
+				max[id] = score
+			}
+		}
+		if _, err := st.Write(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, want := range max {
+		got, ok, err := st.Score(ctx, shard.Of(shard.Hash(id), 4), id)
+		if err != nil || !ok {
+			t.Fatalf("%s not tracked: %v", id, err)
+		}
+		if got != want {
+			t.Errorf("%s: score %v, want the maximum written %v", id, got, want)
+		}
+	}
+}
+
+func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := context.Background()
+	var b shard.Batch
+	old := shard.Score(shard.Epoch+5000, 0)
+	b.Reset(1)
+	b.Add(0, "a", old, 0)
+	b.Add(0, "b", old, 0)
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	due, err := st.Due(ctx, 0, shard.MaxScore(shard.Epoch+5000), 0, 20)
+	if err != nil || len(due) != 2 {
+		t.Fatalf("due = %v, %v; want a and b", due, err)
+	}
+	// "b" is reset between the scan and the removal.
+	newer := shard.Score(shard.Epoch+9000, 0)
+	b.Reset(1)
+	b.Add(0, "b", newer, 0)
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.Fired(ctx, 0, due, true, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("Fired removed %d (%v), want only a", n, err)
+	}
+	if s, ok, _ := st.Score(ctx, 0, "b"); !ok || s != newer {
+		t.Fatalf("b's reset was lost: %v %v", s, ok)
+	}
+	if _, ok, _ := st.DownScore(ctx, 0, "a"); !ok {
+		t.Fatal("a not remembered as down")
+	}
+	// A replayed heartbeat older than the timeout is no recovery, and does
+	// not bring the fired silence back to fire again ...
+	b.Reset(1)
+	b.Add(0, "a", shard.Score(shard.Epoch+4000, 0), 0)
+	back, err := st.Write(ctx, &b)
+	if err != nil || len(back) != 0 {
+		t.Fatalf("replay reported recovery %v (%v)", back, err)
+	}
+	if _, ok, _ := st.Score(ctx, 0, "a"); ok {
+		t.Fatal("a replayed heartbeat re-tracked a device that already timed out")
+	}
+	// ... a newer one is, once.
+	b.Reset(1)
+	b.Add(0, "a", shard.Score(shard.Epoch+20000, 0), 0)
+	back, err = st.Write(ctx, &b)
+	if err != nil || len(back) != 1 || back[0].ID != "a" || back[0].DownScore != old {
+		t.Fatalf("recovery = %v (%v), want a down since %v", back, err, old)
+	}
+	back, _ = st.Write(ctx, &b)
+	if len(back) != 0 {
+		t.Fatalf("second recovery reported: %v", back)
+	}
+	if s, ok, _ := st.Score(ctx, 0, "a"); !ok || s != shard.Score(shard.Epoch+20000, 0) {
+		t.Fatalf("recovered device not tracked again: %v %v", s, ok)
+	}
+}
