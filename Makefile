@@ -1,0 +1,56 @@
+# flatline — developer entry points. `make` (or `make help`) lists them.
+
+GO       ?= go
+FUZZTIME ?= 1m
+BENCH    ?= .
+SHELL    := bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+.DEFAULT_GOAL := help
+
+# Go sources to format-check: everything but vendored code and testdata.
+GOFILES = $(shell find . -name '*.go' -not -path './vendor/*' -not -path '*/testdata/*' -not -path './.git/*')
+
+.PHONY: help build run test fuzz bench lint fmt-check vet clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/flatline
+	$(GO) build -o bin/flatline ./cmd/flatline
+
+run: ## zero-setup demo: embedded Kafka, a Redis, serve and a simulated fleet
+	$(GO) run ./cmd/flatline dev
+
+test: lint ## gofmt check, go vet, then all tests with -race
+	$(GO) test -race -count=1 -timeout 8m ./...
+
+lint: fmt-check vet ## gofmt check and go vet
+
+fmt-check: ## fail listing the files gofmt would change
+	@unformatted="$$(gofmt -l $(GOFILES))"; \
+	if [ -n "$$unformatted" ]; then \
+		echo "gofmt needed (run gofmt -w):"; echo "$$unformatted"; exit 1; \
+	fi
+
+vet: ## go vet ./...
+	$(GO) vet ./...
+
+fuzz: ## run every fuzz target for FUZZTIME (default 1m) each
+	@found=0; \
+	for pkg in $$($(GO) list ./...); do \
+		list="$$($(GO) test -list '^Fuzz' "$$pkg")"; \
+		for target in $$(grep '^Fuzz' <<<"$$list" || true); do \
+			found=1; \
+			echo "== $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done; \
+	if [ "$$found" = 0 ]; then echo "no fuzz targets found"; fi
+
+bench: ## run the benchmarks (BENCH=regexp to select)
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
+
+clean: ## remove build output and test caches
+	rm -rf bin/
+	$(GO) clean -testcache

@@ -1,0 +1,36 @@
+// Package devenv starts the infrastructure of `flatline dev`, the zero-setup
+// demo: an embedded Kafka (franz-go's kfake) and a Redis, both on free
+// loopback ports and both gone when the demo ends. Unlike internal/testenv it
+// does not depend on package testing.
+package devenv
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// StartKafka starts an in-process single-broker Kafka on a free 127.0.0.1
+// port with topics created with the given number of partitions (other topics
+// are not auto-created). stop closes it; call it after every client is done.
+func StartKafka(ctx context.Context, partitions int, topics ...string) (brokers []string, stop func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if partitions < 1 {
+		return nil, nil, fmt.Errorf("start kafka: partitions must be at least 1, got %d", partitions)
+	}
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(int32(partitions), topics...),
+		// Let a demo run with a short kafka.session_timeout; Kafka's
+		// default floor is 6s.
+		kfake.GroupMinSessionTimeout(100*time.Millisecond),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start kafka: %w", err)
+	}
+	return c.ListenAddrs(), c.Close, nil
+}

@@ -1,0 +1,43 @@
+package testenv
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// KafkaCluster is an in-process Kafka (kfake) listening on loopback TCP,
+// reachable by any Kafka client, kafka-go included.
+type KafkaCluster struct {
+	c *kfake.Cluster
+}
+
+// Kafka starts a single-broker kfake cluster on a free 127.0.0.1 port with
+// topics pre-created with the given number of partitions, and closes it in
+// t.Cleanup. Topics are not auto-created: a test producing to an unknown topic
+// gets UNKNOWN_TOPIC_OR_PARTITION, as against a production cluster.
+//
+// The group session timeout may be as low as 100ms (Kafka's and kfake's
+// default minimum is 6s), so tests of a dead ingest instance do not wait
+// seconds for its partitions to move.
+func Kafka(t testing.TB, partitions int, topics ...string) *KafkaCluster {
+	t.Helper()
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.SeedTopics(int32(partitions), topics...),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond),
+	)
+	if err != nil {
+		t.Fatalf("testenv: start kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return &KafkaCluster{c: c}
+}
+
+// Brokers are the bootstrap addresses (host:port) of the cluster.
+func (k *KafkaCluster) Brokers() []string { return k.c.ListenAddrs() }
+
+// Cluster is the underlying kfake cluster, for tests that inject faults with
+// ControlKey or inspect it.
+func (k *KafkaCluster) Cluster() *kfake.Cluster { return k.c }

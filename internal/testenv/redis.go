@@ -1,0 +1,284 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// How long a redis-server gets to answer after it was started, and to exit
+// after SIGTERM (an AOF rewrite on shutdown can take a moment under -race).
+const (
+	redisStartTimeout = 15 * time.Second
+	redisStopTimeout  = 15 * time.Second
+	// Attempts at a fresh port when another process took ours between
+	// choosing it and redis-server binding it.
+	redisPortAttempts = 5
+)
+
+// errAddrInUse means redis-server could not bind its port.
+var errAddrInUse = errors.New("address already in use")
+
+// RedisServer is a private redis-server process owned by one test.
+type RedisServer struct {
+	t        testing.TB
+	bin      string
+	dir      string
+	extra    []string
+	password string
+	port     int
+
+	mu   sync.Mutex
+	proc *redisProc // nil while stopped
+}
+
+type redisProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd has exited
+	err  error         // the exit status, set before done is closed
+}
+
+// Redis starts a private redis-server on a free loopback port with no
+// persistence (--save "" --appendonly no) in a fresh t.TempDir(), followed by
+// extraArgs ("--requirepass", "x" or "--appendonly", "yes": later arguments
+// override earlier ones). It returns once the server answers, and kills it in
+// t.Cleanup.
+//
+// When redis-server is not on PATH the test is skipped, or fails when the
+// environment variable CI is set (CI=true).
+func Redis(t testing.TB, extraArgs ...string) *RedisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if InCI() {
+			t.Fatalf("testenv: redis-server not found on PATH (CI must not skip Redis tests): %v", err)
+		}
+		t.Skipf("testenv: redis-server not found on PATH: %v", err)
+	}
+	s := &RedisServer{
+		t:        t,
+		bin:      bin,
+		dir:      t.TempDir(),
+		extra:    append([]string(nil), extraArgs...),
+		password: argValue(extraArgs, "--requirepass"),
+	}
+	// Registered after TempDir, so it runs before the directory is removed.
+	t.Cleanup(s.kill)
+	for attempt := 1; ; attempt++ {
+		s.port, err = freePort()
+		if err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+		err = s.start()
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errAddrInUse) || attempt == redisPortAttempts {
+			t.Fatalf("testenv: start redis-server: %v", err)
+		}
+	}
+}
+
+// InCI reports whether the tests run in CI (env CI set, and not "false" or "0").
+func InCI() bool {
+	v := os.Getenv("CI")
+	return v != "" && v != "false" && v != "0"
+}
+
+// Addr is the server's host:port.
+func (s *RedisServer) Addr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// Client returns a client of the server (authenticated when the server was
+// started with --requirepass), closed in t.Cleanup.
+func (s *RedisServer) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.password})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Stop shuts the server down with SIGTERM and waits for it to exit, as in an
+// outage. With --appendonly yes its data survives a later Start. Stopping a
+// stopped server does nothing.
+func (s *RedisServer) Stop() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.proc
+	if p == nil {
+		return
+	}
+	s.proc = nil
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(redisStopTimeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		s.t.Errorf("testenv: redis-server on %s ignored SIGTERM for %v; killed", s.Addr(), redisStopTimeout)
+	}
+}
+
+// Start restarts a stopped server on the same port with the same arguments
+// and directory, and waits until it answers. Starting a running server does
+// nothing.
+func (s *RedisServer) Start() {
+	s.t.Helper()
+	// The port was ours a moment ago; retry briefly in case a concurrent
+	// dial or bind holds it right now.
+	var err error
+	for attempt := 1; attempt <= redisPortAttempts; attempt++ {
+		if err = s.start(); err == nil || !errors.Is(err, errAddrInUse) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		s.t.Fatalf("testenv: restart redis-server on %s: %v", s.Addr(), err)
+	}
+}
+
+// start launches redis-server on s.port and waits until that process (and
+// not some other server that took the port) answers.
+func (s *RedisServer) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		return nil
+	}
+	logPath := filepath.Join(s.dir, "redis.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	logStart, _ := logf.Seek(0, io.SeekEnd)
+	args := append([]string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+	}, s.extra...)
+	cmd := exec.Command(s.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childProcAttr()
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return err
+	}
+	p := &redisProc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = logf.Close()
+		close(p.done)
+	}()
+
+	err = waitRedis(p, s.Addr(), s.password)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		<-p.done
+		out := readFrom(logPath, logStart)
+		if bytes.Contains(out, []byte("Address already in use")) {
+			return fmt.Errorf("port %d: %w", s.port, errAddrInUse)
+		}
+		return fmt.Errorf("%w; redis-server output:\n%s", err, out)
+	}
+	s.proc = p
+	return nil
+}
+
+// waitRedis polls until the server at addr answers INFO with p's process id.
+func waitRedis(p *redisProc, addr, password string) error {
+	c := redis.NewClient(&redis.Options{
+		Addr:        addr,
+		Password:    password,
+		MaxRetries:  -1,
+		DialTimeout: time.Second,
+		PoolSize:    1,
+	})
+	defer c.Close()
+	want := "process_id:" + strconv.Itoa(p.cmd.Process.Pid) + "\r\n"
+	deadline := time.Now().Add(redisStartTimeout)
+	var last error
+	for {
+		select {
+		case <-p.done:
+			return fmt.Errorf("redis-server exited: %v", p.err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := c.Info(ctx, "server").Result()
+		cancel()
+		switch {
+		case err == nil && strings.Contains(info, want):
+			return nil
+		case err == nil:
+			last = errors.New("another server answers on this port")
+		default:
+			last = err // typically connection refused, or LOADING
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server did not answer within %v: %v", redisStartTimeout, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// kill ends the server at cleanup without a graceful shutdown.
+func (s *RedisServer) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.proc; p != nil {
+		s.proc = nil
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// freePort asks the kernel for a free loopback port and releases it for the
+// caller to bind; callers retry when something else took it meanwhile.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// argValue returns the argument following name in args (the last one wins,
+// as in redis-server), or "".
+func argValue(args []string, name string) string {
+	v := ""
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == name {
+			v = args[i+1]
+		}
+	}
+	return v
+}
+
+func readFrom(path string, off int64) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil || off > int64(len(b)) {
+		return nil
+	}
+	return b[off:]
+}

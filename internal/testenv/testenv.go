@@ -1,0 +1,27 @@
+// Package testenv starts the real infrastructure flatline's tests run
+// against: a private redis-server per test on a free loopback port, an
+// in-process Kafka (franz-go's kfake) reached over TCP by the real kafka-go
+// client, and a unique Redis key prefix per test. Everything a helper starts
+// is torn down by t.Cleanup.
+//
+// Tests that need Redis skip when redis-server is not installed, except in CI
+// (env CI=true), where a missing binary fails the test: CI must never go green
+// by skipping.
+package testenv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+)
+
+// Prefix returns a Redis key prefix unique to this test ("t" and 12 random
+// hex digits), so tests sharing a server never see each other's keys.
+func Prefix(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("testenv: random prefix: %v", err)
+	}
+	return "t" + hex.EncodeToString(b[:])
+}
