@@ -1,0 +1,70 @@
+package ingest
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkDecode measures the decoder on the hot path: one Decoder and one
+// Heartbeat reused across messages, as ingest does.
+//
+//	go test -run '^$' -bench Decode -benchmem ./ingest
+func BenchmarkDecode(b *testing.B) {
+	kt := time.UnixMilli(testKafkaMs)
+	cases := []struct {
+		name   string
+		format Format
+		key    string
+		value  string
+	}{
+		{"json/ts-class", FormatJSON, "d-42",
+			`{"device_id":"d-42","ts":1763683200000,"class":"sensor"}`},
+		{"json/spec-example", FormatJSON, "d-42",
+			`{"device_id": "d-42", "ts": "2025-11-21T00:00:00.123Z", "class": "sensor", "timeout_ms": 30000}`},
+		{"json/empty", FormatJSON, "d-42", `{}`},
+		{"json/extra-fields", FormatJSON, "d-42",
+			`{"device_id":"d-42","ts":1763683200000,"class":"sensor","fw":"1.4.2","rssi":-67,"battery":0.82,` +
+				`"gps":{"lat":48.1371,"lon":11.5754,"fix":true},"tags":["roof","north"]}`},
+		{"json/escaped-id", FormatJSON, "gerät-42",
+			`{"device_id":"ger\u00e4t-42","ts":1763683200000,"class":"sensor"}`},
+		{"key", FormatKey, "d-42", `anything at all`},
+		{"tombstone", FormatJSON, "d-42", ``},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := testDecoderConfig()
+			cfg.Format = c.format
+			d := NewDecoder(cfg)
+			key, value := []byte(c.key), []byte(c.value)
+			var hb Heartbeat
+			if _, ok := d.Decode(key, value, kt, &hb); !ok {
+				b.Fatal("benchmark message is invalid")
+			}
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			for b.Loop() {
+				d.Decode(key, value, kt, &hb)
+			}
+		})
+	}
+
+	// A different device every message (the DeviceID string is then new).
+	b.Run("json/ts-class/new-device", func(b *testing.B) {
+		d := NewDecoder(testDecoderConfig())
+		const n = 1024
+		keys, values := make([][]byte, n), make([][]byte, n)
+		for i := range keys {
+			id := "d-" + strconv.Itoa(i)
+			keys[i] = []byte(id)
+			values[i] = []byte(`{"device_id":"` + id + `","ts":1763683200000,"class":"sensor"}`)
+		}
+		var hb Heartbeat
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			d.Decode(keys[i%n], values[i%n], kt, &hb)
+			i++
+		}
+	})
+}
