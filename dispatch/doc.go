@@ -1,0 +1,17 @@
+// Package dispatch turns due members into events and publishes them; it never
+// touches Redis.
+//
+// A scanner hands dispatch the members it found due (device id and score);
+// dispatch decodes each score (deadline, class id, override and padding
+// flags), builds the timeout event of SPEC §2, and produces it to the
+// timeouts topic keyed by device id, so murmur2 puts every event of a device
+// on the partition Java clients expect. Timeouts returns only once Kafka has
+// acknowledged every event (acks=all): the scanner removes a member from its
+// shard after that, never before, so a crash between the two re-fires an
+// event (at least once, deduplicated by event_id) but never loses one.
+//
+// One Publisher serves every scanner of the instance. Calls from different
+// scanners that land in the same Linger window share produce requests: the
+// kafka-go Writer collects messages per partition into one batch until it
+// is full or Linger expires, whoever added them.
+package dispatch

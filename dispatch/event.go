@@ -1,0 +1,169 @@
+package dispatch
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Event types, the "type" field of an event.
+const (
+	TypeTimeout   = "timeout"
+	TypeRecovered = "recovered"
+)
+
+// Event is an event of the timeouts topic (SPEC §2). Decode one with
+// encoding/json; encode one with AppendJSON (or json.Marshal, which calls
+// it), which writes exactly the fields of its Type in the documented order.
+type Event struct {
+	Type     string `json:"type"`
+	DeviceID string `json:"device_id"`
+
+	// Timeout events.
+	LastSeenMs   int64  `json:"last_seen_ms,omitempty"`
+	DeadlineMs   int64  `json:"deadline_ms,omitempty"`
+	DetectedAtMs int64  `json:"detected_at_ms,omitempty"`
+	TimeoutMs    int64  `json:"timeout_ms,omitempty"`
+	Class        string `json:"class,omitempty"`
+	Shard        int    `json:"shard,omitempty"`
+
+	// Recovered events.
+	DownSinceMs int64 `json:"down_since_ms,omitempty"`
+	SeenAtMs    int64 `json:"seen_at_ms,omitempty"`
+	DownForMs   int64 `json:"down_for_ms,omitempty"`
+
+	EventID string `json:"event_id"`
+}
+
+// AppendJSON appends the event's JSON to dst. The event_id is derived from
+// the other fields, so EventID is ignored. An unknown Type encodes as a
+// timeout.
+func (e Event) AppendJSON(dst []byte) []byte {
+	if e.Type == TypeRecovered {
+		return appendRecovered(dst, e.DeviceID, e.DownSinceMs, e.SeenAtMs)
+	}
+	return appendTimeout(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard)
+}
+
+// MarshalJSON makes json.Marshal produce the wire format.
+func (e Event) MarshalJSON() ([]byte, error) { return e.AppendJSON(nil), nil }
+
+// TimeoutEventID is the event_id of the timeout of deviceID at deadlineMs.
+func TimeoutEventID(deviceID string, deadlineMs int64) string {
+	return deviceID + "/" + strconv.FormatInt(deadlineMs, 10)
+}
+
+// RecoveredEventID is the event_id of the recovery of deviceID seen at seenAtMs.
+func RecoveredEventID(deviceID string, seenAtMs int64) string {
+	return deviceID + "/" + strconv.FormatInt(seenAtMs, 10) + "/r"
+}
+
+// appendTimeout is the hot-path encoder of a timeout event: no reflection,
+// no allocation beyond growing dst.
+func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, timeoutMs int64, class string, shard int) []byte {
+	dst = append(dst, `{"type":"timeout","device_id":"`...)
+	dst = appendEscaped(dst, id)
+	dst = append(dst, `","last_seen_ms":`...)
+	dst = strconv.AppendInt(dst, lastSeenMs, 10)
+	dst = append(dst, `,"deadline_ms":`...)
+	dst = strconv.AppendInt(dst, deadlineMs, 10)
+	dst = append(dst, `,"detected_at_ms":`...)
+	dst = strconv.AppendInt(dst, detectedAtMs, 10)
+	dst = append(dst, `,"timeout_ms":`...)
+	dst = strconv.AppendInt(dst, timeoutMs, 10)
+	if class != "" {
+		dst = append(dst, `,"class":"`...)
+		dst = appendEscaped(dst, class)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"shard":`...)
+	dst = strconv.AppendInt(dst, int64(shard), 10)
+	dst = append(dst, `,"event_id":"`...)
+	dst = appendEscaped(dst, id)
+	dst = append(dst, '/')
+	dst = strconv.AppendInt(dst, deadlineMs, 10)
+	return append(dst, `"}`...)
+}
+
+// appendRecovered is the encoder of a recovered event.
+func appendRecovered(dst []byte, id string, downSinceMs, seenAtMs int64) []byte {
+	dst = append(dst, `{"type":"recovered","device_id":"`...)
+	dst = appendEscaped(dst, id)
+	dst = append(dst, `","down_since_ms":`...)
+	dst = strconv.AppendInt(dst, downSinceMs, 10)
+	dst = append(dst, `,"seen_at_ms":`...)
+	dst = strconv.AppendInt(dst, seenAtMs, 10)
+	dst = append(dst, `,"down_for_ms":`...)
+	dst = strconv.AppendInt(dst, seenAtMs-downSinceMs, 10)
+	dst = append(dst, `,"event_id":"`...)
+	dst = appendEscaped(dst, id)
+	dst = append(dst, '/')
+	dst = strconv.AppendInt(dst, seenAtMs, 10)
+	return append(dst, `/r"}`...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// noEscape marks the ASCII bytes that appear verbatim inside a JSON string.
+// It matches encoding/json with HTML escaping on (<, > and & are escaped),
+// so an event is byte-identical to what encoding/json would write and safe
+// to embed anywhere a consumer might paste it.
+var noEscape = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = true
+	}
+	for _, b := range `"\<>&` {
+		t[b] = false
+	}
+	return t
+}()
+
+// appendEscaped appends s escaped as the inside of a JSON string (without
+// quotes). Invalid UTF-8 becomes U+FFFD, and U+2028/U+2029 are escaped for
+// JavaScript consumers, as encoding/json does.
+func appendEscaped(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if noEscape[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(dst, s[start:]...)
+}

@@ -1,0 +1,376 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/timeouts"
+	"github.com/flatline-dev/flatline/shard"
+	"github.com/segmentio/kafka-go"
+)
+
+const (
+	// batchSize caps the messages of one produce request per partition; a
+	// full batch is sent at once, so it only bounds request size, never adds
+	// latency. kafka-go preallocates a batch's message slice at this
+	// capacity (about 150 bytes a slot) for every batch, however few
+	// messages end up in it, so "large" is a thousand, not a million.
+	batchSize = 1000
+
+	backoffMin = 50 * time.Millisecond
+	backoffMax = 2 * time.Second
+
+	// errorLogEvery bounds publish-error logging to one line per period.
+	errorLogEvery = 5 * time.Second
+)
+
+// Options are the collaborators of a Publisher.
+type Options struct {
+	// Policy resolves class ids and default timeouts. Required.
+	Policy *timeouts.Policy
+	// PadWindow is ingest.coalesce_window: a score with shard.FlagPadded
+	// holds a deadline padded by this much.
+	PadWindow time.Duration
+	// Metrics receives publish counters and lateness; nil disables them.
+	Metrics *metrics.Metrics
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives rate-limited publish errors; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Recovery is a device that beat again after its timeout fired.
+type Recovery struct {
+	DeviceID string
+	// DownSinceMs is the deadline_ms of the timeout the recovery ends.
+	DownSinceMs int64
+	// SeenAtMs is the time of the heartbeat that ended the silence.
+	SeenAtMs int64
+}
+
+// Publisher produces timeout and recovered events to the timeouts topic.
+// It is safe for concurrent use; one serves all scanners of an instance.
+type Publisher struct {
+	w         *kafka.Writer
+	transport *kafka.Transport
+	policy    *timeouts.Policy
+	padMs     int64
+	m         *metrics.Metrics
+	now       func() time.Time
+	log       *slog.Logger
+	errLog    logLimiter
+	batches   sync.Pool // *batch
+}
+
+// New builds a Publisher writing to k.TimeoutsTopic. It does not contact
+// Kafka: a broker that is down shows up as retried publish errors.
+func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Policy == nil {
+		return nil, errors.New("dispatch: a timeouts policy is required")
+	}
+	if opts.PadWindow < 0 {
+		return nil, fmt.Errorf("dispatch: negative pad window %s", opts.PadWindow)
+	}
+	tr, err := k.Transport()
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{
+		w:         newWriter(k, tr, cfg.Linger),
+		transport: tr,
+		policy:    opts.Policy,
+		padMs:     opts.PadWindow.Milliseconds(),
+		m:         opts.Metrics,
+		now:       opts.Now,
+		log:       opts.Logger,
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	p.log = p.log.With("component", "dispatch")
+	return p, nil
+}
+
+func newWriter(k kafkaconn.Config, tr *kafka.Transport, linger time.Duration) *kafka.Writer {
+	// kafka-go reads a zero BatchTimeout as its 1s default; Linger 0 means
+	// "send at once", which the shortest timer gives.
+	if linger <= 0 {
+		linger = time.Nanosecond
+	}
+	return &kafka.Writer{
+		Addr:         kafka.TCP(k.Brokers...),
+		Topic:        k.TimeoutsTopic,
+		Balancer:     &kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll,
+		BatchTimeout: linger,
+		BatchSize:    batchSize,
+		// Retries are ours (publish): they count PublishErrors, wait with
+		// a cancellable backoff and resend only the failed messages.
+		// kafka-go's own retry sleeps uncancellably inside the partition's
+		// only writer goroutine and would hide every failure from us.
+		MaxAttempts: 1,
+		Transport:   tr,
+	}
+}
+
+// batch is the per-call scratch of a publish: every key and value of the
+// call in one buffer, the messages slicing it, and each message's deadline
+// (for lateness). Batches are pooled; see publish for when one may not be
+// reused.
+type batch struct {
+	buf       []byte
+	ends      []int // per message: end of key, end of value in buf
+	msgs      []kafka.Message
+	deadlines []int64
+}
+
+func (p *Publisher) getBatch() *batch {
+	if b, ok := p.batches.Get().(*batch); ok {
+		return b
+	}
+	return &batch{}
+}
+
+func (p *Publisher) putBatch(b *batch) {
+	if cap(b.buf) > 1<<20 {
+		return // a one-off burst; do not pin its memory
+	}
+	b.buf, b.ends, b.deadlines = b.buf[:0], b.ends[:0], b.deadlines[:0]
+	clear(b.msgs)
+	b.msgs = b.msgs[:0]
+	p.batches.Put(b)
+}
+
+// appendKey appends a message's key; call before appending its value.
+func (b *batch) appendKey(id string) {
+	b.buf = append(b.buf, id...)
+	b.ends = append(b.ends, len(b.buf))
+}
+
+// endValue marks the end of the value appended after the last key.
+func (b *batch) endValue(deadlineMs int64) {
+	b.ends = append(b.ends, len(b.buf))
+	b.deadlines = append(b.deadlines, deadlineMs)
+}
+
+// seal builds the messages once buf no longer grows.
+func (b *batch) seal(at time.Time) {
+	start := 0
+	for i := 0; i < len(b.ends); i += 2 {
+		k, v := b.ends[i], b.ends[i+1]
+		b.msgs = append(b.msgs, kafka.Message{
+			Key:   b.buf[start:k:k],
+			Value: b.buf[k:v:v],
+			Time:  at,
+		})
+		start = v
+	}
+}
+
+// Timeouts publishes the timeout events of due members of shard shardID,
+// found due at detectedAt, and returns once Kafka acknowledged all of them.
+// overrides holds the per-device timeouts (ms) of members whose score has
+// shard.FlagOverride. Failures are retried with backoff until ctx is done,
+// when Timeouts returns ctx.Err() and some events may or may not have been
+// published.
+func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) error {
+	if len(due) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := p.getBatch()
+	p.fillTimeouts(b, shardID, due, overrides, detectedAt)
+	return p.publish(ctx, b, TypeTimeout)
+}
+
+// fillTimeouts encodes the timeout events of due into b.
+func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) {
+	detectedMs := detectedAt.UnixMilli()
+	defaultMs := p.policy.Default().Milliseconds()
+	for _, mem := range due {
+		deadlineMs, meta := shard.Decode(mem.Score)
+		if meta.Has(shard.FlagPadded) {
+			deadlineMs -= p.padMs
+		}
+		timeoutMs := defaultMs
+		var className string
+		if id := meta.ClassID(); id != 0 {
+			if c, ok := p.policy.ByID(id); ok {
+				className = c.Name
+				timeoutMs = c.Timeout.Milliseconds()
+			}
+		}
+		if meta.Has(shard.FlagOverride) {
+			if o, ok := overrides[mem.ID]; ok {
+				timeoutMs = o
+			}
+		}
+		b.appendKey(mem.ID)
+		b.buf = appendTimeout(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID)
+		b.endValue(deadlineMs)
+	}
+	b.seal(detectedAt)
+}
+
+// Recovered publishes recovered events and returns once Kafka acknowledged
+// all of them, retrying like Timeouts.
+func (p *Publisher) Recovered(ctx context.Context, rs []Recovery) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := p.getBatch()
+	for _, r := range rs {
+		b.appendKey(r.DeviceID)
+		b.buf = appendRecovered(b.buf, r.DeviceID, r.DownSinceMs, r.SeenAtMs)
+		b.endValue(0)
+	}
+	b.seal(p.now())
+	return p.publish(ctx, b, TypeRecovered)
+}
+
+// publish writes b.msgs until every one is acknowledged or ctx is done.
+//
+// b goes back to the pool only when kafka-go no longer references it:
+// WriteMessages returns early on ctx cancellation while batches holding our
+// keys and values may still be queued, so on that path b is left to the GC.
+func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
+	pending, deadlines := b.msgs, b.deadlines
+	for attempt := 0; ; attempt++ {
+		err := p.w.WriteMessages(ctx, pending...)
+		ackedAt := p.now()
+		if err == nil {
+			p.acked(kind, deadlines, ackedAt)
+			p.putBatch(b)
+			return nil
+		}
+		var werrs kafka.WriteErrors
+		partial := errors.As(err, &werrs) && len(werrs) == len(pending)
+		if !partial && ctx.Err() != nil {
+			return ctx.Err() // b may still be in flight: not reused
+		}
+		failed := len(pending)
+		if partial {
+			// Keep the failed messages, in order; count the others.
+			n := 0
+			for i := range pending {
+				if werrs[i] == nil {
+					p.acked(kind, deadlines[i:i+1], ackedAt)
+					continue
+				}
+				pending[n], deadlines[n] = pending[i], deadlines[i]
+				n++
+			}
+			pending, deadlines = pending[:n], deadlines[:n]
+			failed = n
+			err = firstError(werrs)
+		}
+		if p.m != nil {
+			p.m.PublishErrors.Inc()
+		}
+		delay := backoff(attempt)
+		if ok, suppressed := p.errLog.allow(ackedAt); ok {
+			p.log.Warn("publish failed, retrying", "kind", kind, "failed", failed, "attempt", attempt+1,
+				"retry_in", delay, "suppressed_since_last", suppressed, "err", err)
+		}
+		if err := sleep(ctx, delay); err != nil {
+			p.putBatch(b) // WriteMessages returned normally: nothing in flight
+			return err
+		}
+	}
+}
+
+func (p *Publisher) acked(kind string, deadlines []int64, at time.Time) {
+	if p.m == nil || len(deadlines) == 0 {
+		return
+	}
+	if kind == TypeRecovered {
+		p.m.RecoveredPublished.Add(float64(len(deadlines)))
+		return
+	}
+	p.m.TimeoutsPublished.Add(float64(len(deadlines)))
+	atMs := at.UnixMilli()
+	for _, d := range deadlines {
+		p.m.Lateness.Observe(float64(atMs-d) / 1e3)
+	}
+}
+
+// Close flushes pending messages and closes the writer. Calls to Timeouts
+// or Recovered must have returned.
+func (p *Publisher) Close() error {
+	err := p.w.Close()
+	p.transport.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("close timeouts writer: %w", err)
+	}
+	return nil
+}
+
+func firstError(errs kafka.WriteErrors) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// backoff is 50ms doubling to 2s, with jitter so that instances hitting the
+// same broker failure do not retry in lockstep.
+func backoff(attempt int) time.Duration {
+	d := backoffMax
+	if attempt < 6 {
+		d = min(backoffMin<<attempt, backoffMax)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// logLimiter lets one log line through per errorLogEvery and counts the rest.
+type logLimiter struct {
+	mu         sync.Mutex
+	next       time.Time
+	suppressed int
+}
+
+func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Before(l.next) {
+		l.suppressed++
+		return false, 0
+	}
+	l.next = now.Add(errorLogEvery)
+	suppressed, l.suppressed = l.suppressed, 0
+	return true, suppressed
+}

@@ -1,0 +1,146 @@
+package dispatch
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// startTail runs Tail into a pipe and returns its lines and its result.
+func startTail(t *testing.T, ctx context.Context, brokers []string, fromBeginning bool) (<-chan string, <-chan error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := Tail(ctx, testKafkaConfig(brokers), fromBeginning, pw)
+		pw.Close()
+		done <- err
+	}()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { pr.Close() })
+	return lines, done
+}
+
+func nextLine(t *testing.T, lines <-chan string, within time.Duration) (string, bool) {
+	t.Helper()
+	select {
+	case l, ok := <-lines:
+		return l, ok
+	case <-time.After(within):
+		return "", false
+	}
+}
+
+func TestTailFromBeginning(t *testing.T) {
+	t.Parallel()
+	k := testenv.Kafka(t, testParts, testTopic)
+	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	now := time.Now()
+	var due []shard.Member
+	want := map[string]bool{}
+	for i := range 20 {
+		id := fmt.Sprintf("d-%d", i)
+		due = append(due, shard.Member{ID: id, Score: shard.Score(now.UnixMilli(), 0)})
+		want[TimeoutEventID(id, now.UnixMilli())] = true
+	}
+	if err := p.Timeouts(ctx, 1, due, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Recovered(ctx, []Recovery{{DeviceID: "d-0", DownSinceMs: now.UnixMilli(), SeenAtMs: now.UnixMilli() + 5}}); err != nil {
+		t.Fatal(err)
+	}
+	want[RecoveredEventID("d-0", now.UnixMilli()+5)] = true
+
+	tailCtx, stop := context.WithCancel(ctx)
+	lines, done := startTail(t, tailCtx, k.Brokers(), true)
+	for len(want) > 0 {
+		l, ok := nextLine(t, lines, 20*time.Second)
+		if !ok {
+			t.Fatalf("tail ended or stalled with %d events unseen", len(want))
+		}
+		var e Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if !want[e.EventID] {
+			t.Fatalf("unexpected or repeated line %q", l)
+		}
+		delete(want, e.EventID)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Tail after cancel = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Tail did not return after cancel")
+	}
+}
+
+func TestTailFromEnd(t *testing.T) {
+	t.Parallel()
+	k := testenv.Kafka(t, testParts, testTopic)
+	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	now := time.Now()
+	var old []shard.Member
+	for i := range 20 {
+		old = append(old, shard.Member{ID: fmt.Sprintf("old-%d", i), Score: shard.Score(now.UnixMilli(), 0)})
+	}
+	if err := p.Timeouts(ctx, 0, old, nil, now); err != nil {
+		t.Fatal(err)
+	}
+
+	lines, _ := startTail(t, ctx, k.Brokers(), false)
+	// Tail positions its readers asynchronously, so publish until a line
+	// shows up: whatever it prints must be new, never the old events.
+	for i := 0; ; i++ {
+		if err := p.Timeouts(ctx, 0, []shard.Member{{ID: fmt.Sprintf("new-%d", i), Score: shard.Score(now.UnixMilli(), 0)}}, nil, now); err != nil {
+			t.Fatal(err)
+		}
+		l, ok := nextLine(t, lines, 200*time.Millisecond)
+		if !ok {
+			if ctx.Err() != nil {
+				t.Fatal("tail printed nothing")
+			}
+			continue
+		}
+		if !strings.Contains(l, `"device_id":"new-`) {
+			t.Fatalf("tail from the end printed an old event: %s", l)
+		}
+		return
+	}
+}
+
+func TestTailUnknownTopic(t *testing.T) {
+	t.Parallel()
+	k := testenv.Kafka(t, 1, "other")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Tail(ctx, testKafkaConfig(k.Brokers()), true, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), testTopic) {
+		t.Fatalf("Tail of a missing topic = %v, want an error naming it", err)
+	}
+	t.Log(err)
+}
