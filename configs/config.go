@@ -1,0 +1,162 @@
+// Package configs holds flatline's documented configuration file
+// (flatline.yaml, embedded as Documented) and loads it, with FLATLINE_*
+// environment variables and command-line overrides, into the Config structs
+// that each stage package owns and validates.
+//
+// Precedence, lowest first: the stages' defaults, the YAML file, FLATLINE_*
+// environment variables, then LoadOptions.Set (flags). Each source replaces
+// whole values: a list or the timeouts.classes map given by the environment
+// replaces the file's, it is not merged into it.
+//
+// The key set comes from the koanf tags of the structs, so a field added to a
+// stage's Config is loadable at once, and the tests fail until flatline.yaml
+// documents it.
+package configs
+
+import (
+	_ "embed"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/ingest"
+	"github.com/flatline-dev/flatline/internal/httpapi"
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/logging"
+	"github.com/flatline-dev/flatline/internal/redisconn"
+	"github.com/flatline-dev/flatline/internal/timeouts"
+	"github.com/flatline-dev/flatline/rebalance"
+	"github.com/flatline-dev/flatline/scanner"
+)
+
+// Documented is flatline.yaml: every key with a comment and its default.
+// Loading it gives exactly Default().
+//
+//go:embed flatline.yaml
+var Documented []byte
+
+// Roles of a `flatline serve` process.
+const (
+	// RoleIngest consumes heartbeats into the shards.
+	RoleIngest = "ingest"
+	// RoleScanner runs the shard scanners and dispatches their timeouts.
+	RoleScanner = "scanner"
+)
+
+// Config is flatline's whole configuration: one section per stage, each
+// owned and validated by its package, plus the process-wide keys.
+type Config struct {
+	Redis    redisconn.Config `koanf:"redis"`
+	Kafka    kafkaconn.Config `koanf:"kafka"`
+	Ingest   ingest.Config    `koanf:"ingest"`
+	Timeouts timeouts.Config  `koanf:"timeouts"`
+	Shards   rebalance.Config `koanf:"shards"`
+	Scanner  scanner.Config   `koanf:"scanner"`
+	Dispatch dispatch.Config  `koanf:"dispatch"`
+	HTTP     httpapi.Config   `koanf:"http"`
+	Log      logging.Config   `koanf:"log"`
+
+	// Roles are the parts `flatline serve` runs: ingest, scanner (scanners
+	// and their dispatch). Default: [ingest, scanner].
+	Roles []string `koanf:"roles"`
+	// ShutdownTimeout bounds a graceful shutdown. Default: 10s.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// InstanceID names this process in leases and /status. Default: "",
+	// which means hostname-pid-random, chosen at start.
+	InstanceID string `koanf:"instance_id"`
+
+	// Warnings are problems that did not stop loading, such as an unknown
+	// FLATLINE_ environment variable; the caller should log them.
+	Warnings []string `koanf:"-"`
+}
+
+// Default returns the documented defaults of every section.
+func Default() Config {
+	return Config{
+		Redis:           redisconn.DefaultConfig(),
+		Kafka:           kafkaconn.DefaultConfig(),
+		Ingest:          ingest.DefaultConfig(),
+		Timeouts:        timeouts.DefaultConfig(),
+		Shards:          rebalance.DefaultConfig(),
+		Scanner:         scanner.DefaultConfig(),
+		Dispatch:        dispatch.DefaultConfig(),
+		HTTP:            httpapi.DefaultConfig(),
+		Log:             logging.DefaultConfig(),
+		Roles:           []string{RoleIngest, RoleScanner},
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// HasRole reports whether role is among c.Roles.
+func (c *Config) HasRole(role string) bool { return slices.Contains(c.Roles, role) }
+
+// Validate checks every section, then the rules that span sections. The
+// error names the offending key.
+func (c *Config) Validate() error {
+	if err := c.Redis.Validate(); err != nil {
+		return err
+	}
+	// Checked here first so the error names the key that collides.
+	if c.Kafka.DeadLetterTopic != "" {
+		for _, t := range []struct{ key, topic string }{
+			{"kafka.signals_topic", c.Kafka.SignalsTopic},
+			{"kafka.timeouts_topic", c.Kafka.TimeoutsTopic},
+		} {
+			if c.Kafka.DeadLetterTopic == t.topic {
+				return fmt.Errorf("kafka.dead_letter_topic: must differ from %s (%q)", t.key, t.topic)
+			}
+		}
+	}
+	for _, v := range []interface{ Validate() error }{
+		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.HTTP, c.Log,
+	} {
+		if err := v.Validate(); err != nil {
+			return err
+		}
+	}
+	// A device's clock may be off by up to max_skew before its ts is
+	// replaced; a skew as long as the shortest timeout could fire a device
+	// that is beating on time.
+	if c.Ingest.MaxSkew >= c.Timeouts.Min {
+		return fmt.Errorf("ingest.max_skew: must be below timeouts.min (%s), got %s", c.Timeouts.Min, c.Ingest.MaxSkew)
+	}
+	if err := c.validateRoles(); err != nil {
+		return err
+	}
+	if c.ShutdownTimeout <= 0 || c.ShutdownTimeout > time.Hour {
+		return fmt.Errorf("shutdown_timeout: must be within (0, 1h], got %s", c.ShutdownTimeout)
+	}
+	// The id is a lease owner value and a /status field: keep it printable.
+	if len(c.InstanceID) > 128 {
+		return fmt.Errorf("instance_id: must be at most 128 bytes, got %d", len(c.InstanceID))
+	}
+	if i := strings.IndexFunc(c.InstanceID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }); i >= 0 {
+		return fmt.Errorf("instance_id: must not contain spaces or control characters, got %q", c.InstanceID)
+	}
+	return nil
+}
+
+func (c *Config) validateRoles() error {
+	if len(c.Roles) == 0 {
+		return fmt.Errorf("roles: name at least one of %s, %s", RoleIngest, RoleScanner)
+	}
+	for i, r := range c.Roles {
+		if r != RoleIngest && r != RoleScanner {
+			return fmt.Errorf("roles: unknown role %q, want %s or %s", r, RoleIngest, RoleScanner)
+		}
+		if slices.Contains(c.Roles[:i], r) {
+			return fmt.Errorf("roles: %q listed twice", r)
+		}
+	}
+	return nil
+}
+
+// Validate loads file on top of the defaults, without environment overrides,
+// and reports the first problem: `flatline config validate FILE`.
+func Validate(file string) error {
+	_, err := Load(LoadOptions{File: file})
+	return err
+}
