@@ -101,11 +101,11 @@ func (in *Ingest) Run(ctx context.Context) error {
 	}
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: in.opts.Kafka.GroupID, Brokers: in.opts.Kafka.Brokers, Dialer: dialer,
-		Topics:            []string{in.opts.Kafka.SignalsTopic},
-		SessionTimeout:    in.opts.Kafka.SessionTimeout,
-		HeartbeatInterval: in.opts.Kafka.SessionTimeout / 6,
-		RebalanceTimeout:  in.opts.Kafka.SessionTimeout,
-		JoinGroupBackoff:  500 * time.Millisecond,
+		Topics:                []string{in.opts.Kafka.SignalsTopic},
+		SessionTimeout:        in.opts.Kafka.SessionTimeout,
+		HeartbeatInterval:     in.opts.Kafka.SessionTimeout / 6,
+		RebalanceTimeout:      in.opts.Kafka.SessionTimeout,
+		JoinGroupBackoff:      500 * time.Millisecond,
 		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
 		StartOffset: kafka.FirstOffset,
 		Logger:      kafka.LoggerFunc(func(string, ...any) {}),
@@ -291,7 +291,10 @@ func (in *Ingest) batcher(ctx context.Context, gen *kafka.Generation, msgs <-cha
 			}
 		}
 		if err := p.process(ctx, buf); err != nil {
-			return // generation ended mid-batch: nothing committed, the next owner re-reads
+			// The generation ended mid-batch: nothing is committed, the
+			// partitions' next owner re-reads the batch.
+			in.opts.Log.Debug("batch abandoned", "err", err)
+			return
 		}
 		offsets, wms := p.written()
 		for part, off := range offsets {
@@ -374,4 +377,3 @@ func (in *Ingest) Close() error {
 	}
 	return nil
 }
-

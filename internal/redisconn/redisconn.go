@@ -3,14 +3,24 @@
 package redisconn
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// quiet drops go-redis's own log lines (one per failed dial): flatline's
+// stages log outages once when they begin and end instead.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+var silence sync.Once
 
 // Config is the redis section of the configuration.
 type Config struct {
@@ -114,6 +124,7 @@ func (t TLSConfig) Build() (*tls.Config, error) {
 
 // New builds the client: a ClusterClient for several addresses, a Client for one.
 func New(c Config) (redis.UniversalClient, error) {
+	silence.Do(func() { redis.SetLogger(quiet{}) })
 	tc, err := c.TLS.Build()
 	if err != nil {
 		return nil, fmt.Errorf("redis.tls: %w", err)

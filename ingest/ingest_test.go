@@ -1,0 +1,309 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/ingest"
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/timeouts"
+	"github.com/flatline-dev/flatline/rebalance"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+const (
+	signals = "device-signals"
+	dlq     = "device-signals-dlq"
+)
+
+// rig is a running ingest over a private Redis and Kafka.
+type rig struct {
+	redis     *testenv.RedisServer
+	kafka     *testenv.KafkaCluster
+	kcfg      kafkaconn.Config
+	store     *shard.Store
+	metrics   *metrics.Metrics
+	committed chan map[int]int64
+	have      map[int]int64 // offsets committed so far, as the hook saw them
+	stop      func()
+}
+
+func newRig(t *testing.T, redisArgs ...string) *rig {
+	t.Helper()
+	r := &rig{redis: testenv.Redis(t, redisArgs...), kafka: testenv.Kafka(t, 4, signals, dlq, "device-timeouts")}
+	r.kcfg = kafkaconn.DefaultConfig()
+	r.kcfg.Brokers = r.kafka.Brokers()
+	r.kcfg.GroupID = "g-" + testenv.Prefix(t)
+	r.store = shard.NewStore(r.redis.Client(t), shard.NewKeys(testenv.Prefix(t)))
+	ctx := context.Background()
+	if err := r.store.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("FLATLINE_TEST_LOGS") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	w := rebalance.NewWatcher(r.store, rebalance.DefaultConfig(), log)
+	if _, err := w.Init(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	r.metrics = metrics.New()
+	r.committed = make(chan map[int]int64, 1000)
+	r.have = make(map[int]int64)
+	in, err := ingest.New(ingest.DefaultConfig(), ingest.Options{
+		Store: r.store, Layout: w, Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: r.kcfg,
+		Metrics: r.metrics, Log: log,
+		Hooks: ingest.Hooks{Committed: func(o map[int]int64) {
+			cp := make(map[int]int64, len(o))
+			for p, off := range o {
+				cp[p] = off
+			}
+			r.committed <- cp
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = in.Run(runCtx) }()
+	var once sync.Once
+	r.stop = func() { once.Do(func() { cancel(); <-done; _ = in.Close() }) }
+	t.Cleanup(r.stop)
+	return r
+}
+
+// produce writes msgs and returns, per partition, the offset after them.
+func (r *rig) produce(t *testing.T, msgs ...kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(r.kafka.Brokers()...), Topic: signals, Balancer: &kafka.Murmur2Balancer{},
+		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// endOffsets returns the high-water mark of every signals partition.
+func (r *rig) endOffsets(t *testing.T) map[int]int64 {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(r.kafka.Brokers()...)}
+	req := map[string][]kafka.OffsetRequest{signals: {}}
+	for p := 0; p < 4; p++ {
+		req[signals] = append(req[signals], kafka.LastOffsetOf(p))
+	}
+	resp, err := c.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{Topics: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int]int64)
+	for _, po := range resp.Topics[signals] {
+		out[po.Partition] = po.LastOffset
+	}
+	return out
+}
+
+// committedOffsets reads the group's committed offsets from Kafka.
+func (r *rig) committedOffsets(t *testing.T) map[int]int64 {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(r.kafka.Brokers()...)}
+	resp, err := c.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{GroupID: r.kcfg.GroupID, Topics: map[string][]int{signals: {0, 1, 2, 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int]int64)
+	for _, p := range resp.Topics[signals] {
+		out[p.Partition] = p.CommittedOffset
+	}
+	return out
+}
+
+// waitCommitted waits until the committed offsets reach want.
+func (r *rig) waitCommitted(t *testing.T, want map[int]int64) {
+	t.Helper()
+	have := r.have
+	timeout := time.After(30 * time.Second)
+	for {
+		done := true
+		for p, off := range want {
+			if have[p] < off {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		select {
+		case o := <-r.committed:
+			for p, off := range o {
+				have[p] = off
+			}
+		case <-timeout:
+			t.Fatalf("offsets committed %v, want %v", have, want)
+		}
+	}
+}
+
+func (r *rig) tracked(t *testing.T, id string) bool {
+	t.Helper()
+	_, ok, err := r.store.Score(context.Background(), shard.Of(shard.Hash(id), 4), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func beat(id string) kafka.Message {
+	return kafka.Message{Key: []byte(id), Value: []byte(fmt.Sprintf(`{"device_id":%q,"ts":%d}`, id, time.Now().UnixMilli()))}
+}
+
+// Every class of invalid message lands in the dead-letter topic with its
+// reason; the valid messages of the same batch are tracked; ingest goes on.
+func TestInvalidMessagesAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	invalid := []struct {
+		reason ingest.Reason
+		key    string
+		value  string
+	}{
+		{ingest.ReasonNotObject, "bad-json", `{"ts":`},
+		{ingest.ReasonNotObject, "bad-array", `[1,2]`},
+		{ingest.ReasonNotObject, "bad-null", `null`},
+		{ingest.ReasonTrailingData, "bad-trailing", `{"ts":1} x`},
+		{ingest.ReasonBadType, "bad-type", `{"class":7}`},
+		{ingest.ReasonBadTS, "bad-ts", `{"ts":"yesterday"}`},
+		{ingest.ReasonNoKey, "", `{"ts":1}`},
+		{ingest.ReasonKeyTooLong, strings.Repeat("k", 300), `{}`},
+		{ingest.ReasonKeyNotUTF8, "bad-\xff-utf8", `{}`},
+		{ingest.ReasonIDMismatch, "bad-id", `{"device_id":"other"}`},
+		{ingest.ReasonTooLarge, "bad-large", `{"pad":"` + strings.Repeat("x", 70<<10) + `"}`},
+	}
+	var msgs []kafka.Message
+	for k, c := range invalid {
+		msgs = append(msgs, kafka.Message{Key: []byte(c.key), Value: []byte(c.value)})
+		msgs = append(msgs, beat(fmt.Sprintf("good-%02d", k)))
+	}
+	r.produce(t, msgs...)
+	r.waitCommitted(t, r.endOffsets(t))
+
+	for k := range invalid {
+		if id := fmt.Sprintf("good-%02d", k); !r.tracked(t, id) {
+			t.Errorf("valid device %s beside an invalid message is not tracked", id)
+		}
+	}
+	// Read the dead-letter topic back: every invalid message, once, with its reason.
+	got := make(map[string][]kafka.Message)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := 0
+	for p := 0; p < 4 && n < len(invalid); p++ {
+		rd := kafka.NewReader(kafka.ReaderConfig{Brokers: r.kafka.Brokers(), Topic: dlq, Partition: p, MaxBytes: 10 << 20, MaxWait: 50 * time.Millisecond})
+		end, err := rd.ReadLag(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ; end > 0; end-- {
+			m, err := rd.ReadMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[string(m.Key)] = append(got[string(m.Key)], m)
+			n++
+		}
+		rd.Close()
+	}
+	if n != len(invalid) {
+		t.Errorf("dead-letter topic holds %d messages, want %d", n, len(invalid))
+	}
+	for _, c := range invalid {
+		ms := got[c.key]
+		if len(ms) != 1 {
+			t.Errorf("%s: %d dead-lettered copies", c.reason, len(ms))
+			continue
+		}
+		headers := map[string]string{}
+		for _, h := range ms[0].Headers {
+			headers[h.Key] = string(h.Value)
+		}
+		if headers["flatline-reason"] != string(c.reason) {
+			t.Errorf("key %.20q: reason header %q, want %q", c.key, headers["flatline-reason"], c.reason)
+		}
+		if !strings.HasPrefix(headers["flatline-source"], signals+"/") || strings.Count(headers["flatline-source"], "/") != 2 {
+			t.Errorf("%s: source header %q", c.reason, headers["flatline-source"])
+		}
+		if len(ms[0].Value) > ingest.DefaultConfig().MaxValueBytes {
+			t.Errorf("%s: dead-lettered value of %d bytes not cut", c.reason, len(ms[0].Value))
+		}
+		if c.reason != ingest.ReasonTooLarge && string(ms[0].Value) != c.value {
+			t.Errorf("%s: value %q, want %q", c.reason, ms[0].Value, c.value)
+		}
+		if v := testutil.ToFloat64(r.metrics.Invalid.WithLabelValues(string(c.reason))); v < 1 {
+			t.Errorf("metric for %s is %v", c.reason, v)
+		}
+	}
+	// Ingest keeps going after the poison messages.
+	r.produce(t, beat("after-poison"))
+	r.waitCommitted(t, r.endOffsets(t))
+	if !r.tracked(t, "after-poison") {
+		t.Error("ingest stopped after invalid messages")
+	}
+}
+
+// With Redis stopped no offset is committed; when Redis is back the same
+// messages are processed and nothing is lost.
+func TestRedisOutageCommitsNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, "--appendonly", "yes", "--appendfsync", "always")
+	var before []kafka.Message
+	for i := 0; i < 100; i++ {
+		before = append(before, beat(fmt.Sprintf("before-%03d", i)))
+	}
+	r.produce(t, before...)
+	r.waitCommitted(t, r.endOffsets(t))
+	committedBefore := r.committedOffsets(t)
+
+	r.redis.Stop()
+	errsBefore := testutil.ToFloat64(r.metrics.IngestErrors)
+	var during []kafka.Message
+	for i := 0; i < 100; i++ {
+		during = append(during, beat(fmt.Sprintf("during-%03d", i)))
+	}
+	r.produce(t, during...)
+	// Wait until ingest has tried, and failed, to write them.
+	deadline := time.Now().Add(30 * time.Second)
+	for testutil.ToFloat64(r.metrics.IngestErrors) < errsBefore+3 {
+		if time.Now().After(deadline) {
+			t.Fatal("ingest never attempted the writes during the outage")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := r.committedOffsets(t); fmt.Sprint(got) != fmt.Sprint(committedBefore) {
+		t.Fatalf("offsets committed during the Redis outage: %v, before %v", got, committedBefore)
+	}
+	select {
+	case o := <-r.committed:
+		t.Fatalf("commit hook ran during the outage: %v", o)
+	default:
+	}
+
+	r.redis.Start()
+	r.waitCommitted(t, r.endOffsets(t))
+	for _, m := range append(before, during...) {
+		if !r.tracked(t, string(m.Key)) {
+			t.Errorf("%s lost across the Redis outage", m.Key)
+		}
+	}
+}

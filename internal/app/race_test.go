@@ -1,0 +1,76 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/scanner"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// A reset that lands between a scan and its removal is never lost: the
+// scanner's removal is conditional on the score it read. The interleaving
+// is forced with the scanner's BeforeRemove hook.
+func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	e.cfg.Shards.InitialCount = 4
+	e.cfg.Timeouts.Default = time.Second
+	const id = "racer"
+	i := shard.Of(shard.Hash(id), 4)
+	reset := shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)
+	var inst *instance
+	interleaved := make(chan []shard.Member, 1)
+	fired := make(chan int, 1)
+	hooks := app.Hooks{Scanner: scanner.Hooks{
+		BeforeRemove: func(s int, batch []shard.Member) {
+			// The heartbeat "arrives" now: after Kafka acknowledged the
+			// timeout, before the scanner removes the member.
+			var b shard.Batch
+			b.Reset(4)
+			b.Add(s, id, reset, 0)
+			if _, err := inst.Store.Write(context.Background(), &b); err != nil {
+				t.Errorf("reset: %v", err)
+			}
+			interleaved <- batch
+		},
+		Fired: func(_ int, _ []shard.Member, removed int) { fired <- removed },
+	}}
+	inst = start(t, e.cfg, hooks)
+	events := collect(t, e.kafka.Brokers(), timeouts, 2)
+
+	w := newWriter(e.kafka.Brokers(), signals)
+	defer w.Close()
+	if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(id), Value: []byte(`{}`), Time: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []shard.Member
+	select {
+	case batch = <-interleaved:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the device never timed out")
+	}
+	if len(batch) != 1 || batch[0].ID != id {
+		t.Fatalf("fired batch %v", batch)
+	}
+	if removed := <-fired; removed != 0 {
+		t.Fatalf("the scanner removed %d members although a reset landed", removed)
+	}
+	score, ok, err := inst.Store.Score(context.Background(), i, id)
+	if err != nil || !ok || score != reset {
+		t.Fatalf("reset lost: score %v tracked %v err %v, want %v", score, ok, err, reset)
+	}
+	// The timeout itself was legitimately published once.
+	select {
+	case r := <-events:
+		if r.ev.DeviceID != id || r.ev.Type != "timeout" {
+			t.Fatalf("unexpected event %+v", r.ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("timeout event not published")
+	}
+}
