@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flatline-dev/flatline/internal/timeouts"
 	"github.com/flatline-dev/flatline/shard"
@@ -106,7 +107,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 func TestEventRoundTrip(t *testing.T) {
 	t.Parallel()
 	for _, id := range awkwardIDs {
-		if !isValidUTF8(id) {
+		if !utf8.ValidString(id) {
 			continue // invalid UTF-8 cannot survive any JSON round trip
 		}
 		events := []Event{
@@ -151,8 +152,6 @@ func TestEventRoundTrip(t *testing.T) {
 		}
 	}
 }
-
-func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 
 func FuzzAppendEscaped(f *testing.F) {
 	for _, id := range awkwardIDs {

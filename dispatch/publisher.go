@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -30,6 +31,9 @@ const (
 	// errorLogEvery bounds publish-error logging to one line per period.
 	errorLogEvery = 5 * time.Second
 )
+
+// ErrClosed is returned by Timeouts and Recovered after Close.
+var ErrClosed = errors.New("dispatch: publisher closed")
 
 // Options are the collaborators of a Publisher.
 type Options struct {
@@ -231,7 +235,8 @@ func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, over
 }
 
 // Recovered publishes recovered events and returns once Kafka acknowledged
-// all of them, retrying like Timeouts.
+// all of them, retrying like Timeouts. Their record timestamp is the time
+// of publishing (they have no detected_at_ms).
 func (p *Publisher) Recovered(ctx context.Context, rs []Recovery) error {
 	if len(rs) == 0 {
 		return nil
@@ -268,6 +273,9 @@ func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 		partial := errors.As(err, &werrs) && len(werrs) == len(pending)
 		if !partial && ctx.Err() != nil {
 			return ctx.Err() // b may still be in flight: not reused
+		}
+		if errors.Is(err, io.ErrClosedPipe) && !partial {
+			return ErrClosed // the Writer is closed: nothing was enqueued
 		}
 		failed := len(pending)
 		if partial {

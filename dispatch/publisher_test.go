@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/testenv"
@@ -66,8 +67,10 @@ func everyCombination(deadline int64, detected time.Time, shardID int) ([]dueCas
 		for _, ovr := range []string{"none", "set", "missing"} {
 			for _, padded := range []bool{false, true} {
 				id := fmt.Sprintf("dev-c%d-%s-pad%v", c.id, ovr, padded)
-				if n%5 == 0 {
-					id = awkwardIDs[(n/5)%len(awkwardIDs)] + id // quotes, controls, unicode, ...
+				if n%2 == 0 {
+					// Quotes, controls, unicode, ... (ingest refuses keys
+					// that are not UTF-8, so dispatch never sees one).
+					id = validAwkwardIDs[(n/2)%len(validAwkwardIDs)] + id
 				}
 				n++
 				var flags shard.Meta
@@ -107,6 +110,15 @@ func members(cases []dueCase) []shard.Member {
 	}
 	return ms
 }
+
+var validAwkwardIDs = func() (ids []string) {
+	for _, id := range awkwardIDs {
+		if utf8.ValidString(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}()
 
 // checkRecords asserts that records hold exactly the wanted events, each
 // once, keyed and partitioned as Java would, stamped with its detection time.
@@ -451,6 +463,19 @@ func TestConcurrentCallersShareProduceRequests(t *testing.T) {
 	}
 }
 
+func TestClosedPublisher(t *testing.T) {
+	t.Parallel()
+	p := newOfflinePublisher(t, 0)
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Timeouts(ctx, 0, []shard.Member{{ID: "d-1"}}, nil, time.Now()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Timeouts after Close = %v, want ErrClosed", err)
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
 	good := testKafkaConfig([]string{"127.0.0.1:9092"})
@@ -466,5 +491,21 @@ func TestNewValidates(t *testing.T) {
 	noTopic.TimeoutsTopic = ""
 	if _, err := New(DefaultConfig(), noTopic, Options{Policy: testPolicy()}); err == nil {
 		t.Error("New without a timeouts topic succeeded")
+	}
+}
+
+// kafka-go reads BatchTimeout 0 as one second; dispatch.linger 0 must mean
+// "send at once".
+func TestZeroLinger(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Linger = 0
+	p, err := New(cfg, testKafkaConfig([]string{"127.0.0.1:1"}), Options{Policy: testPolicy()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.w.BatchTimeout <= 0 || p.w.BatchTimeout > time.Microsecond {
+		t.Fatalf("BatchTimeout = %v for linger 0", p.w.BatchTimeout)
 	}
 }
