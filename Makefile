@@ -22,8 +22,9 @@ build: ## build bin/flatline
 run: ## zero-setup demo: embedded Kafka, a Redis, serve and a simulated fleet
 	$(GO) run ./cmd/flatline dev
 
-test: lint ## gofmt check, go vet, then all tests with -race
+test: lint ## gofmt check, go vet, all tests with -race (fuzz seed corpora included), a short fuzz of the decoder
 	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./ingest
 
 lint: fmt-check vet ## gofmt check and go vet
 

@@ -343,7 +343,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "dlq is signals", yaml: "kafka:\n  dead_letter_topic: device-signals\n", want: []string{`kafka.dead_letter_topic: must differ from kafka.signals_topic`}},
 		{name: "dlq is timeouts", yaml: "kafka:\n  dead_letter_topic: device-timeouts\n", want: []string{`kafka.dead_letter_topic: must differ from kafka.timeouts_topic`}},
 		{name: "sasl mechanism", yaml: "kafka:\n  sasl:\n    mechanism: OAUTH\n", want: []string{`kafka.sasl.mechanism: want PLAIN`}},
-		{name: "tls files", yaml: "redis:\n  tls:\n    ca_file: /nonexistent/ca.pem\n", want: []string{`redis.tls.ca_file: `}},
+		{name: "tls files", yaml: "redis:\n  tls:\n    enabled: true\n    ca_file: /nonexistent/ca.pem\n", want: []string{`redis.tls.ca_file: `}},
 		{name: "ingest format", yaml: "ingest:\n  format: avro\n", want: []string{`ingest.format: want json or key, got "avro"`}},
 		{name: "class out of bounds", yaml: "timeouts:\n  classes:\n    sensor: 200h\n", want: []string{`timeouts.classes.sensor: must be within [1s, 168h0m0s], got 200h0m0s`, `(from config file`}},
 		{name: "log level", env: []string{"FLATLINE_LOG_LEVEL=loud"}, want: []string{`log.level: want debug, info, warn or error, got "loud"`}},

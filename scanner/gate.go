@@ -27,6 +27,7 @@ type Gate struct {
 	mu      sync.Mutex
 	waiters []func(wm int64)
 	stalled atomic.Bool
+	started time.Time
 }
 
 // NewGate returns a gate polling the watermarks every poll. A watermark more
@@ -89,14 +90,21 @@ func (g *Gate) Refresh(ctx context.Context) error {
 }
 
 func (g *Gate) checkStall() {
-	lag := g.now().UnixMilli() - g.wm.Load()
+	wm := g.wm.Load()
+	if wm == 0 && g.now().Sub(g.started) < g.stallWarn {
+		return // ingest is starting: no watermark yet is not a stall
+	}
+	lag := g.now().UnixMilli() - wm
 	stalled := lag > g.stallWarn.Milliseconds()
 	if g.stalled.Swap(stalled) == stalled {
 		return
 	}
-	if stalled {
+	switch {
+	case stalled && wm == 0:
+		g.log.Warn("no watermark yet: firing is held back until ingest has read every signals partition")
+	case stalled:
 		g.log.Warn("watermark stalled: firing is held back until ingest catches up", "lag", time.Duration(lag)*time.Millisecond)
-	} else {
+	default:
 		g.log.Info("watermark caught up", "lag", time.Duration(lag)*time.Millisecond)
 	}
 }
@@ -109,6 +117,7 @@ func (g *Gate) Stalled() bool {
 
 // Run polls the watermarks until ctx is cancelled.
 func (g *Gate) Run(ctx context.Context) error {
+	g.started = g.now()
 	t := time.NewTicker(g.poll)
 	defer t.Stop()
 	failing := false

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
-	"github.com/google/uuid"
 
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/shard"
@@ -388,5 +387,3 @@ func retry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 		}
 	}
 }
-
-var _ = uuid.Nil

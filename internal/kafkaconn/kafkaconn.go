@@ -72,8 +72,11 @@ func (c Config) Validate() error {
 	if c.TimeoutsTopic == "" {
 		return fmt.Errorf("kafka.timeouts_topic: must not be empty")
 	}
-	if c.TimeoutsTopic == c.SignalsTopic || c.DeadLetterTopic == c.SignalsTopic {
+	if c.TimeoutsTopic == c.SignalsTopic {
 		return fmt.Errorf("kafka.timeouts_topic: must differ from kafka.signals_topic")
+	}
+	if c.DeadLetterTopic != "" && (c.DeadLetterTopic == c.SignalsTopic || c.DeadLetterTopic == c.TimeoutsTopic) {
+		return fmt.Errorf("kafka.dead_letter_topic: must differ from kafka.signals_topic and kafka.timeouts_topic")
 	}
 	if c.GroupID == "" {
 		return fmt.Errorf("kafka.group_id: must not be empty")

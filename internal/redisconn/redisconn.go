@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -81,15 +82,18 @@ func (c Config) Validate() error {
 
 // Validate checks the TLS files exist; key is the config path for errors.
 func (t TLSConfig) Validate(key string) error {
+	if !t.Enabled {
+		return nil
+	}
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		return fmt.Errorf("%s: cert_file and key_file go together", key)
 	}
-	for name, f := range map[string]string{"ca_file": t.CAFile, "cert_file": t.CertFile, "key_file": t.KeyFile} {
-		if f == "" {
+	for _, f := range []struct{ name, path string }{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}} {
+		if f.path == "" {
 			continue
 		}
-		if _, err := os.Stat(f); err != nil {
-			return fmt.Errorf("%s.%s: %v", key, name, err)
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s.%s: %q: %v", key, f.name, f.path, errors.Unwrap(err))
 		}
 	}
 	return nil

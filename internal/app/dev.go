@@ -1,0 +1,173 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/devenv"
+	"github.com/flatline-dev/flatline/internal/logging"
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/simulate"
+)
+
+// DevOptions shape the `flatline dev` demo.
+type DevOptions struct {
+	Devices  int
+	Interval time.Duration
+	Timeout  time.Duration
+	Silent   float64
+	Duration time.Duration
+	HTTPAddr string
+}
+
+// RunDev runs the zero-setup demo: embedded Kafka, a Redis, one flatline
+// instance and a simulated fleet, printing a live line per second to out.
+func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel string) error {
+	if o.Devices < 1 || o.Interval <= 0 || o.Timeout < time.Second || o.Silent < 0 || o.Silent > 1 {
+		return fmt.Errorf("dev: want --devices ≥ 1, --interval > 0, --timeout ≥ 1s and --silent within [0, 1]")
+	}
+	if o.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Duration)
+		defer cancel()
+	}
+	cfg := configs.Default()
+	brokers, stopKafka, err := devenv.StartKafka(ctx, 8, cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic, cfg.Kafka.DeadLetterTopic)
+	if err != nil {
+		return fmt.Errorf("embedded kafka: %w", err)
+	}
+	defer stopKafka()
+	redisAddr, kind, stopRedis, err := devenv.StartRedis(ctx)
+	if err != nil {
+		return fmt.Errorf("redis for dev: %w", err)
+	}
+	defer stopRedis()
+
+	cfg.Kafka.Brokers = brokers
+	cfg.Redis.Addrs = []string{redisAddr}
+	cfg.Timeouts.Default = o.Timeout
+	cfg.HTTP.Addr = freeAddr(o.HTTPAddr)
+	cfg.Log.Level = "warn"
+	if logLevel != "" {
+		cfg.Log.Level = logLevel
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := logging.New(cfg.Log, errOut)
+	a, err := New(ctx, cfg, log, Hooks{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "flatline dev: Kafka %v (embedded), Redis %s (%s)\n", brokers, redisAddr, kind)
+	fmt.Fprintf(out, "  status: http://%s/status   metrics: http://%s/metrics\n", a.HTTP.Addr(), a.HTTP.Addr())
+	fmt.Fprintf(out, "  fleet: %d devices beating every %s, timeout %s, %.0f%% go silent over the first minute\n\n",
+		o.Devices, o.Interval, o.Timeout, 100*o.Silent)
+
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+	simErr := make(chan error, 1)
+	go func() {
+		_, err := simulate.Run(ctx, cfg.Kafka, simulate.Config{
+			Devices: o.Devices, Interval: o.Interval, Silent: o.Silent, SilentAfter: time.Minute, Prefix: "dev-",
+		}, nil)
+		simErr <- err
+	}()
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last snapshot
+	start := time.Now()
+	for {
+		select {
+		case err := <-runErr:
+			return err
+		case err := <-simErr:
+			if err != nil && ctx.Err() == nil {
+				log.Error("simulator stopped", "err", err)
+			}
+			simErr = nil
+		case <-tick.C:
+			if ctx.Err() != nil {
+				continue // shutting down: Run returns shortly
+			}
+			cur := takeSnapshot(a.Metrics)
+			sizes, err := a.Store.Sizes(ctx, a.Watcher.Current().Shards())
+			var tracked int64
+			if err == nil {
+				for _, s := range sizes {
+					tracked += s
+				}
+			}
+			fmt.Fprintf(out, "%6s  tracked %7d  resets/s %7.0f  timeouts/s %5.0f  (total %d)  lateness p99 %s\n",
+				time.Since(start).Truncate(time.Second), tracked,
+				cur.resets-last.resets, cur.timeouts-last.timeouts, int64(cur.timeouts), p99(last.buckets, cur.buckets))
+			last = cur
+		}
+	}
+}
+
+// freeAddr returns addr if it can be bound, else a free loopback port.
+func freeAddr(addr string) string {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		_ = ln.Close()
+		return addr
+	}
+	return "127.0.0.1:0"
+}
+
+type snapshot struct {
+	resets, timeouts float64
+	buckets          []*dto.Bucket
+}
+
+func takeSnapshot(m *metrics.Metrics) snapshot {
+	var s snapshot
+	var pb dto.Metric
+	if m.HeartbeatsConsumed.Write(&pb) == nil {
+		s.resets = pb.GetCounter().GetValue()
+	}
+	pb.Reset()
+	if m.TimeoutsPublished.Write(&pb) == nil {
+		s.timeouts = pb.GetCounter().GetValue()
+	}
+	pb.Reset()
+	if m.Lateness.Write(&pb) == nil {
+		s.buckets = pb.GetHistogram().GetBucket()
+	}
+	return s
+}
+
+// p99 estimates the 99th percentile of the observations between two
+// snapshots of the lateness histogram, as the upper bound of its bucket.
+func p99(before, after []*dto.Bucket) string {
+	n := len(after)
+	if n == 0 {
+		return "-"
+	}
+	counts := make([]uint64, n)
+	for i, b := range after {
+		counts[i] = b.GetCumulativeCount()
+		if i < len(before) {
+			counts[i] -= before[i].GetCumulativeCount()
+		}
+	}
+	total := counts[n-1]
+	if total == 0 {
+		return "-"
+	}
+	want := uint64(float64(total)*0.99 + 0.5)
+	k := sort.Search(n, func(i int) bool { return counts[i] >= want })
+	if k >= n {
+		return "> 10s"
+	}
+	return "≤ " + time.Duration(after[k].GetUpperBound()*float64(time.Second)).String()
+}
