@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -155,9 +157,10 @@ func NewDecoder(cfg DecoderConfig) *Decoder {
 
 // Decode validates and decodes one Kafka message into hb. ok=false means
 // the message is invalid for the given reason; hb is then only partly
-// filled and must not be used. Decode never panics, and allocates nothing
-// for a valid heartbeat except the DeviceID string when hb does not
-// already hold it.
+// filled and must not be used. Decode never panics. For a heartbeat it
+// allocates only the DeviceID string, and only when hb does not already
+// hold an equal one (a scratch buffer may be allocated for odd values: a
+// number over 32 characters, an escaped class or ts over 64 bytes).
 func (d *Decoder) Decode(key, value []byte, kafkaTime time.Time, hb *Heartbeat) (reason Reason, ok bool) {
 	switch {
 	case len(key) == 0:
@@ -715,6 +718,15 @@ var plainString = func() (t [256]bool) {
 func scanString(v []byte, i int) (end int, flags uint8, ok bool) {
 	i++
 	for {
+		// Eight bytes at a time while none needs a look (SWAR).
+		for i+8 <= len(v) {
+			m := specialBytes(binary.LittleEndian.Uint64(v[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
 		for i < len(v) && plainString[v[i]] {
 			i++
 		}
@@ -747,6 +759,20 @@ func scanString(v []byte, i int) (end int, flags uint8, ok bool) {
 			i++
 		}
 	}
+}
+
+// specialBytes returns a mask whose lowest set bit is the high bit of the
+// first byte of x (in memory order) that is '"', '\\', below 0x20 or
+// above 0x7f, or 0 when there is none. Borrows can flag bytes above the
+// first special one, never below it.
+func specialBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (ones * '"')
+	b := x ^ (ones * '\\')
+	m := (x - ones*0x20) &^ x
+	m |= (q - ones) &^ q
+	m |= (b - ones) &^ b
+	return (m | x) & highs
 }
 
 // scanNumber scans the JSON number starting at v[i] ('-' or a digit).

@@ -2,10 +2,12 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -930,4 +932,36 @@ func mutate(r *rand.Rand, v []byte) []byte {
 		v = append(v, []string{" ", "\n", "x", "{}", "1", "]", "\x00"}[r.IntN(7)]...)
 	}
 	return v
+}
+
+// TestSpecialBytes checks the SWAR string scan against the byte table.
+func TestSpecialBytes(t *testing.T) {
+	t.Parallel()
+	r := newRand(t)
+	interesting := []byte{0x00, 0x1f, 0x20, 0x21, '"', 0x23, '\\', 0x5b, 0x5d, 0x7e, 0x7f, 0x80, 0xc3, 0xff, 'a', '0'}
+	var w [8]byte
+	for n := 0; n < 200000; n++ {
+		for i := range w {
+			if r.IntN(3) == 0 {
+				w[i] = byte(r.IntN(256))
+			} else {
+				w[i] = interesting[r.IntN(len(interesting))]
+			}
+		}
+		first := 8
+		for i, c := range w {
+			if !plainString[c] {
+				first = i
+				break
+			}
+		}
+		m := specialBytes(binary.LittleEndian.Uint64(w[:]))
+		got := 8
+		if m != 0 {
+			got = bits.TrailingZeros64(m) / 8
+		}
+		if got != first {
+			t.Fatalf("specialBytes(%q): first special byte %d, want %d", w, got, first)
+		}
+	}
 }
