@@ -99,28 +99,14 @@ func (p *processor) process(ctx context.Context, recs []record) error {
 	}
 	m.HeartbeatsConsumed.Add(float64(len(recs)))
 
-	layout := in.opts.Layout.Current()
-	b := &p.batch
-	b.Reset(layout.Shards())
-	writes := 0
-	for k := range p.entries {
-		e := &p.entries[k]
-		h := shard.Hash(e.id)
-		i := layout.ShardOf(h)
-		if e.tomb {
-			b.Forget(i, e.id)
-			if prev, moved := layout.PreviousOf(h); moved {
-				b.Forget(prev, e.id)
-			}
-			continue
-		}
-		b.Add(i, e.id, e.score, e.override)
-		writes++
-	}
+	// Route the whole batch by one layout, taken again at every attempt so a
+	// batch retried across a layout change never writes by a stale one.
 	var back []shard.Recovered
+	writes := 0
 	err := p.retry(ctx, "redis", func() error {
+		writes = p.route(in.opts.Layout.Current())
 		var err error
-		back, err = in.opts.Store.Write(ctx, b)
+		back, err = in.opts.Store.Write(ctx, &p.batch)
 		return err
 	})
 	if err != nil {
@@ -151,6 +137,29 @@ func (p *processor) process(ctx context.Context, recs []record) error {
 		}
 	}
 	return nil
+}
+
+// route fills p.batch from the batch's entries under layout l and returns
+// the number of deadline writes.
+func (p *processor) route(l shard.Layout) int {
+	b := &p.batch
+	b.Reset(l.Shards())
+	writes := 0
+	for k := range p.entries {
+		e := &p.entries[k]
+		h := shard.Hash(e.id)
+		i := l.ShardOf(h)
+		if e.tomb {
+			b.Forget(i, e.id)
+			if prev, moved := l.PreviousOf(h); moved {
+				b.Forget(prev, e.id)
+			}
+			continue
+		}
+		b.Add(i, e.id, e.score, e.override)
+		writes++
+	}
+	return writes
 }
 
 // put keeps the newest state of a device: a later tombstone deregisters, a

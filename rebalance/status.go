@@ -24,8 +24,9 @@ type Status struct {
 type Migration struct {
 	Active    bool  `json:"active"`
 	Misplaced int64 `json:"misplaced"`
-	// Progress is the fraction of previous-layout members already in place
-	// (1 when no migration runs).
+	// Moved is how many members the sweeper moved so far.
+	Moved int64 `json:"moved"`
+	// Progress is moved / (moved + misplaced): 1 when no migration runs.
 	Progress float64 `json:"progress"`
 }
 
@@ -84,14 +85,21 @@ func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status,
 	st.Migration.Progress = 1
 	if l.Migrating() {
 		st.Migration.Active = true
-		// Members still in a shard they no longer route to.
-		misplaced, total, err := CountMisplaced(ctx, store, l)
+		st.Migration.Progress = 0
+		// The sweeper's last account, when it is about this migration;
+		// otherwise count (one pass over the shards).
+		prog, ok, err := store.GetProgress(ctx)
 		if err != nil {
 			return Status{}, err
 		}
-		st.Migration.Misplaced = misplaced
-		if total > 0 {
-			st.Migration.Progress = 1 - float64(misplaced)/float64(total)
+		if ok && prog.Epoch == l.Epoch && prog.Misplaced >= 0 {
+			st.Migration.Misplaced = prog.Misplaced
+			st.Migration.Moved = prog.Moved
+		} else if st.Migration.Misplaced, _, err = CountMisplaced(ctx, store, l); err != nil {
+			return Status{}, err
+		}
+		if done := st.Migration.Moved + st.Migration.Misplaced; done > 0 {
+			st.Migration.Progress = float64(st.Migration.Moved) / float64(done)
 		}
 	}
 	return st, nil

@@ -19,9 +19,19 @@ type Watcher struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu      sync.Mutex
-	current shard.Layout
-	subs    []chan shard.Layout
+	mu       sync.Mutex
+	current  shard.Layout
+	subs     []chan shard.Layout
+	instance string
+}
+
+// Announce makes the watcher record, at every poll, that instance id routes
+// by the layout it loaded (the sweeper finalizes a migration only once every
+// live instance does).
+func (w *Watcher) Announce(id string) {
+	w.mu.Lock()
+	w.instance = id
+	w.mu.Unlock()
 }
 
 // NewWatcher returns a watcher polling the store every cfg.PollInterval.
@@ -108,6 +118,12 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 	old := w.Current()
 	if w.set(l) && l.Epoch > old.Epoch {
 		w.log.Info("layout changed", "count", l.Count, "previous", l.Previous, "epoch", l.Epoch)
+	}
+	w.mu.Lock()
+	id := w.instance
+	w.mu.Unlock()
+	if id != "" {
+		return w.store.SeeLayout(ctx, id, l.Epoch, w.now().UnixMilli())
 	}
 	return nil
 }

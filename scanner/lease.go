@@ -64,6 +64,13 @@ func (l *Leaser) Owned() []int {
 	return out
 }
 
+// Owns reports whether this instance holds shard id's lease.
+func (l *Leaser) Owns(id int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.owned[id]
+}
+
 // Run keeps the leases until ctx is cancelled, then releases them all.
 func (l *Leaser) Run(ctx context.Context) error {
 	t := time.NewTicker(l.tick)

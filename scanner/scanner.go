@@ -35,6 +35,7 @@ type Options struct {
 	Store      *shard.Store
 	Dispatcher Dispatcher
 	Gate       *Gate
+	Layout     LayoutSource
 	Metrics    *metrics.Metrics
 	Log        *slog.Logger
 	Now        func() time.Time
@@ -241,11 +242,21 @@ func (sc *shardScanner) pass() {
 				break
 			}
 		}
+		full := len(due) == batch
+		var others map[string]copyElsewhere
+		if l := s.opts.Layout.Current(); l.Migrating() && len(due) > 0 {
+			if due, others, err = sc.resolve(ctx, l, due); err != nil {
+				if ctx.Err() == nil {
+					s.opts.Metrics.ScanErrors.Inc()
+				}
+				return
+			}
+		}
 		fresh := sc.claim(due)
 		if len(fresh) > 0 {
-			sc.dispatch(fresh)
+			sc.dispatch(fresh, othersOf(fresh, others))
 		}
-		if len(due) == batch {
+		if full {
 			continue // full batch: keep draining
 		}
 		sc.arm(next, upTo)
@@ -315,7 +326,7 @@ func (sc *shardScanner) arm(next *shard.Member, upTo int64) {
 // dispatch hands a batch to dispatch in its own goroutine, removes the
 // members once Kafka acknowledged them, and releases them from the in-flight
 // set.
-func (sc *shardScanner) dispatch(batch []shard.Member) {
+func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyElsewhere) {
 	s := sc.s
 	detectedAt := s.opts.Now()
 	s.inflight.Add(1)
@@ -353,10 +364,29 @@ func (sc *shardScanner) dispatch(batch []shard.Member) {
 		if err != nil {
 			return
 		}
+		if len(others) > 0 {
+			if _, err := retry(ctx, func() (struct{}, error) { return struct{}{}, sc.removeOthers(ctx, others) }); err != nil {
+				return
+			}
+		}
 		if h := s.opts.Hooks.Fired; h != nil {
 			h(sc.id, batch, removed)
 		}
 	}()
+}
+
+// othersOf keeps the other copies of the members of batch.
+func othersOf(batch []shard.Member, others map[string]copyElsewhere) map[string]copyElsewhere {
+	if len(others) == 0 {
+		return nil
+	}
+	out := make(map[string]copyElsewhere)
+	for _, m := range batch {
+		if c, ok := others[m.ID]; ok {
+			out[m.ID] = c
+		}
+	}
+	return out
 }
 
 func (sc *shardScanner) release(batch []shard.Member) {

@@ -54,3 +54,12 @@ func (k Keys) Instances() string { return k.prefix + ":instances" }
 // "i:<id>" -> name, plus "next" -> the last id handed out. Ids are stable
 // across restarts and config changes because they live in the score.
 func (k Keys) Classes() string { return k.prefix + ":classes" }
+
+// LayoutSeen is the HASH instance id -> "<epoch>:<unix ms>": the layout
+// epoch each instance last loaded and when. A migration finalizes only once
+// every recently seen instance routes by its layout.
+func (k Keys) LayoutSeen() string { return k.prefix + ":layout_seen" }
+
+// Migration is the HASH of the running migration's progress, written by the
+// sweeper: {epoch, misplaced, moved, total, updated_ms}.
+func (k Keys) Migration() string { return k.prefix + ":migration" }

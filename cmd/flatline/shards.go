@@ -49,7 +49,73 @@ func newShardsCmd(g *globals) *cobra.Command {
 		},
 	}
 	status.Flags().BoolVar(&asJSON, "json", false, "print the /status JSON document")
-	cmd.AddCommand(status)
+	cmd.AddCommand(status, newScaleCmd(g))
+	return cmd
+}
+
+func newScaleCmd(g *globals) *cobra.Command {
+	var to int
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "scale --to N",
+		Short: "Double (or halve) the shard count without moving data up front",
+		Long: `scale stores the layout {count: N, previous: current} and returns at once. Ingest writes
+with the new count within a second; a device moves at most from shard i to i+N/2 (doubling);
+scanners check both places, and a background sweep moves what is left and finalizes the
+layout by itself. Follow it with 'flatline shards status'.`,
+		Example: `  flatline shards scale --to 32
+  flatline shards scale --to 32 --yes     # no confirmation prompt`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("to") {
+				return fmt.Errorf("--to is required: the new shard count (double or half the current one)")
+			}
+			cfg, err := g.load(nil)
+			if err != nil {
+				return err
+			}
+			rdb, store, err := app.Connect(cmd.Context(), cfg.Redis)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			cur, ok, err := store.Layout(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("no layout stored yet: start 'flatline serve' once first")
+			}
+			if err := rebalance.CheckScale(cur, to); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if !yes {
+				verb := "double"
+				if to < cur.Count {
+					verb = "halve"
+				}
+				fmt.Fprintf(out, "This will %s the shards: %d -> %d (layout epoch %d).\n", verb, cur.Count, to, cur.Epoch)
+				fmt.Fprintln(out, "Nothing is copied now; scanners check both shards until the sweep finalizes the layout.")
+				fmt.Fprint(out, "Proceed? [y/N] ")
+				var answer string
+				_, _ = fmt.Fscanln(cmd.InOrStdin(), &answer)
+				if answer != "y" && answer != "Y" && answer != "yes" {
+					return fmt.Errorf("scale cancelled")
+				}
+			}
+			start := time.Now()
+			l, err := rebalance.Scale(cmd.Context(), store, to, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "layout is now {count: %d, previous: %d, epoch: %d} (%s); the sweep finalizes it by itself\n",
+				l.Count, l.Previous, l.Epoch, time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&to, "to", 0, "the new shard count: double or half the current one")
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return cmd
 }
 

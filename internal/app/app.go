@@ -63,6 +63,7 @@ type App struct {
 	Publisher *dispatch.Publisher
 	Scanner   *scanner.Scanner
 	Leaser    *scanner.Leaser
+	Sweeper   *rebalance.Sweeper
 	Ingest    *ingest.Ingest
 	HTTP      *httpapi.Server
 }
@@ -133,6 +134,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 		return nil, err
 	}
 	a.Watcher = rebalance.NewWatcher(a.Store, cfg.Shards, log)
+	a.Watcher.Announce(a.id)
 	if _, err := a.Watcher.Init(ctx, cfg.Shards.InitialCount); err != nil {
 		a.Close()
 		return nil, err
@@ -147,7 +149,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 	if a.runs("scanner") {
 		a.Gate = scanner.NewGate(a.Store, 5*time.Millisecond, cfg.Scanner.Grace, stallAfter(cfg), log)
 		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
-			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Metrics: a.Metrics, Log: log,
+			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: log,
 			KeepDown: cfg.Dispatch.RecoveryWindow > 0, RecoveryWindow: cfg.Dispatch.RecoveryWindow,
 			Hooks: hooks.Scanner,
 		})
@@ -156,6 +158,8 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 			return nil, err
 		}
 		a.Leaser = scanner.NewLeaser(a.Store, a.id, cfg.Scanner.LeaseTTL, a.Watcher, a.Scanner.SetShards, a.Metrics, log)
+		// The owner of shard 0's scanner sweeps migrations: one sweeper at a time.
+		a.Sweeper = rebalance.NewSweeper(a.Store, a.Watcher, func() bool { return a.Leaser.Owns(0) }, a.Metrics, log)
 	}
 	if a.runs("ingest") {
 		var rec ingest.RecoveryPublisher
@@ -263,6 +267,7 @@ func (a *App) Run(ctx context.Context) error {
 		start(&infra, "watermark", infraCtx, a.Gate.Run)
 		start(&scan, "scanner", scanCtx, a.Scanner.Run)
 		start(&leases, "leaser", leaseCtx, a.Leaser.Run)
+		start(&infra, "sweeper", infraCtx, a.Sweeper.Run)
 	}
 	if a.Ingest != nil {
 		start(&ing, "ingest", ingestCtx, a.Ingest.Run)

@@ -1,0 +1,193 @@
+package rebalance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// Sweeper moves the members a doubling or halving left in their previous
+// shard to their new one, in bounded batches, and finalizes the layout to
+// {count, previous: 0} once a full pass finds none left and every live
+// instance routes by the new layout. Only one instance sweeps at a time: the
+// one whose Leader func says so (the owner of shard 0's scanner lease).
+type Sweeper struct {
+	store   *shard.Store
+	watcher *Watcher
+	leader  func() bool
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	now     func() time.Time
+
+	// Batch is how many members one ZSCAN step reads; Pause is the rest
+	// between steps, so scanners and ingest keep the Redis they need.
+	Batch int64
+	Pause time.Duration
+	// Stale is how long an instance may go without re-reading the layout
+	// before it no longer counts as live for finalization.
+	Stale time.Duration
+	// Finalized receives the layout after each finalization (tests wait on it).
+	Finalized chan shard.Layout
+}
+
+// NewSweeper returns a sweeper; leader reports whether this instance sweeps.
+func NewSweeper(store *shard.Store, w *Watcher, leader func() bool, m *metrics.Metrics, log *slog.Logger) *Sweeper {
+	return &Sweeper{store: store, watcher: w, leader: leader, log: log, metrics: m, now: time.Now,
+		Batch: 500, Pause: time.Millisecond, Stale: 10 * w.interval, Finalized: make(chan shard.Layout, 1)}
+}
+
+// Run sweeps while a migration is under way until ctx is cancelled.
+func (s *Sweeper) Run(ctx context.Context) error {
+	t := time.NewTicker(s.watcher.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		l := s.watcher.Current()
+		if !l.Migrating() {
+			if s.metrics != nil {
+				s.metrics.Misplaced.Set(0)
+			}
+			continue
+		}
+		if !s.leader() {
+			continue
+		}
+		if err := s.pass(ctx, l); err != nil && ctx.Err() == nil {
+			s.log.Warn("migration sweep failed, retrying", "err", err)
+		}
+	}
+}
+
+// pass walks every shard once, moving misplaced members, and finalizes when
+// it found none.
+func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
+	prog, _, err := s.store.GetProgress(ctx)
+	if err != nil {
+		return err
+	}
+	if prog.Epoch != l.Epoch {
+		prog = shard.Progress{Epoch: l.Epoch, Misplaced: -1}
+	}
+	// A pass may finalize only if every live instance routed by l before it
+	// started: then no write to a previous shard can land behind it.
+	acked := s.allRouteBy(ctx, l)
+	var found, moved, total int64
+	for i := 0; i < l.Shards(); i++ {
+		var cursor uint64
+		for {
+			if s.watcher.Current().Epoch != l.Epoch {
+				return nil // the layout moved on (finalized elsewhere)
+			}
+			ms, next, err := s.store.ScanShard(ctx, i, cursor, s.Batch)
+			if err != nil {
+				return err
+			}
+			total += int64(len(ms))
+			byHome := make(map[int][]shard.Member)
+			for _, m := range ms {
+				if home := l.ShardOf(shard.Hash(m.ID)); home != i {
+					byHome[home] = append(byHome[home], m)
+					found++
+				}
+			}
+			for home, batch := range byHome {
+				n, err := s.move(ctx, i, home, batch)
+				if err != nil {
+					return err
+				}
+				moved += int64(n)
+			}
+			left := prog.Misplaced - moved
+			if prog.Misplaced < 0 || left < found-moved {
+				left = found - moved
+			}
+			_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: left, Moved: prog.Moved + moved, Total: total, UpdatedMs: s.now().UnixMilli()})
+			if s.metrics != nil {
+				s.metrics.Misplaced.Set(float64(left))
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+			if s.Pause > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(s.Pause):
+				}
+			}
+		}
+	}
+	if s.metrics != nil {
+		s.metrics.Moved.Add(float64(moved))
+	}
+	_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: found - moved, Moved: prog.Moved + moved, Total: total, UpdatedMs: s.now().UnixMilli()})
+	if found > 0 {
+		s.log.Info("migration sweep", "moved", moved, "misplaced_found", found, "count", l.Count, "previous", l.Previous)
+		return nil // the next pass confirms none are left
+	}
+	if !acked {
+		return nil
+	}
+	final, err := s.store.SetLayout(ctx, l.Epoch, shard.Layout{Count: l.Count, SinceMs: s.now().UnixMilli()})
+	if err != nil {
+		return err
+	}
+	s.log.Info("migration finalized", "count", final.Count, "epoch", final.Epoch)
+	_ = s.watcher.Refresh(ctx)
+	select {
+	case s.Finalized <- final:
+	default:
+	}
+	return nil
+}
+
+// allRouteBy reports whether every live instance has loaded layout l (or a
+// later one), so no instance can still write to a previous shard.
+func (s *Sweeper) allRouteBy(ctx context.Context, l shard.Layout) bool {
+	seen, err := s.store.LayoutSeen(ctx, s.now().Add(-s.Stale).UnixMilli())
+	if err != nil {
+		return false
+	}
+	for id, sn := range seen {
+		if sn.Epoch < l.Epoch {
+			s.log.Debug("migration waits for an instance to load the layout", "instance", id, "epoch", sn.Epoch)
+			return false
+		}
+	}
+	return true
+}
+
+// move copies members from shard from into shard to (ZADD GT) and then
+// removes them from `from` if unchanged; a member reset meanwhile in `from`
+// stays for the next pass.
+func (s *Sweeper) move(ctx context.Context, from, to int, ms []shard.Member) (int, error) {
+	var flagged []string
+	for _, m := range ms {
+		if _, meta := shard.Decode(m.Score); meta.Has(shard.FlagOverride) {
+			flagged = append(flagged, m.ID)
+		}
+	}
+	var overrides map[string]int64
+	if len(flagged) > 0 {
+		var err error
+		if overrides, err = s.store.Overrides(ctx, from, flagged); err != nil {
+			return 0, err
+		}
+	}
+	if err := s.store.MoveIn(ctx, to, ms, overrides); err != nil {
+		return 0, err
+	}
+	removed, err := s.store.RemoveIf(ctx, from, ms)
+	if err != nil {
+		return 0, err
+	}
+	return len(removed), nil
+}

@@ -1,0 +1,175 @@
+package scanner_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/timeouts"
+	"github.com/flatline-dev/flatline/rebalance"
+	"github.com/flatline-dev/flatline/scanner"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// deviceMovingBy returns a device id whose hash has bit n set, so doubling
+// n→2n moves it from shard i to i+n.
+func deviceMovingBy(n int, tag string) string {
+	for k := 0; ; k++ {
+		id := fmt.Sprintf("%s-%d", tag, k)
+		if shard.Hash(id)&uint64(n) != 0 {
+			return id
+		}
+	}
+}
+
+// TestStaleWriterDuringDoubling forces the interleavings of SPEC's doubling
+// rule deterministically: the layout is {count 8, previous 4}, and a device
+// that moves from shard i to i+4 has copies in one or both places, as an
+// up-to-date instance (new shard) and a stale one (old shard) left them,
+// both already due. Exactly one timeout fires, at the later deadline, and
+// the device leaves both shards; a stale copy is dropped, never fired.
+func TestStaleWriterDuringDoubling(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Redis(t)
+	kf := testenv.Kafka(t, 1, "device-timeouts")
+	store := shard.NewStore(srv.Client(t), shard.NewKeys(testenv.Prefix(t)))
+	ctx := context.Background()
+	if err := store.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := store.SetLayout(ctx, 0, shard.Layout{Count: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rebalance.Scale(ctx, store, 8, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	w := rebalance.NewWatcher(store, rebalance.DefaultConfig(), log)
+	if _, err := w.Init(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if l := w.Current(); l.Count != 8 || l.Previous != 4 {
+		t.Fatalf("layout %+v", l)
+	}
+
+	now := time.Now()
+	early, late := now.Add(-2*time.Second).UnixMilli(), now.Add(-time.Second).UnixMilli()
+	type copies struct{ old, new int64 } // deadlines; 0 = no copy
+	cases := map[string]copies{
+		"stale old after new": {old: late, new: early}, // the stale instance wrote last, later
+		"new after old":       {old: early, new: late},
+		"same deadline":       {old: late, new: late},
+		"only old":            {old: late},
+		"only new":            {new: late},
+	}
+	want := make(map[string]int64)
+	var b shard.Batch
+	b.Reset(8)
+	for name, c := range cases {
+		id := deviceMovingBy(4, name)
+		i := shard.Of(shard.Hash(id), 4)
+		if c.old != 0 {
+			b.Add(i, id, shard.Score(c.old, 0), 0)
+		}
+		if c.new != 0 {
+			b.Add(i+4, id, shard.Score(c.new, 0), 0)
+		}
+		want[id] = max(c.old, c.new)
+	}
+	if _, err := store.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	// Every deadline is behind the watermark.
+	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: now.UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+
+	m := metrics.New()
+	kc := kafkaconn.DefaultConfig()
+	kc.Brokers = kf.Brokers()
+	pub, err := dispatch.New(dispatch.DefaultConfig(), kc, dispatch.Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Metrics: m, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	gate := scanner.NewGate(store, 5*time.Millisecond, 0, time.Minute, log)
+	if err := gate.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fired := make(chan string, 100)
+	sc, err := scanner.New(scanner.DefaultConfig(), scanner.Options{
+		Store: store, Dispatcher: pub, Gate: gate, Layout: w, Metrics: m, Log: log,
+		Hooks: scanner.Hooks{Fired: func(_ int, batch []shard.Member, removed int) {
+			for _, mb := range batch {
+				fired <- mb.ID
+			}
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.SetShards([]int{0, 1, 2, 3, 4, 5, 6, 7}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = sc.Run(runCtx) }()
+	defer func() { cancel(); <-done; _ = sc.Shutdown(ctx) }()
+
+	// Wait until every device has fired and its copies are gone.
+	timeout := time.After(20 * time.Second)
+	seen := map[string]bool{}
+	for len(seen) < len(want) {
+		select {
+		case id := <-fired:
+			seen[id] = true
+		case <-timeout:
+			t.Fatalf("fired %v of %d devices", seen, len(want))
+		}
+	}
+	sizes, err := store.Sizes(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		if n != 0 {
+			t.Errorf("shard %d still holds %d members after every device fired", i, n)
+		}
+	}
+	// Exactly one event per device, at the later deadline.
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: kf.Brokers(), Topic: "device-timeouts", Partition: 0, MaxBytes: 1 << 20, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	lag, err := r.ReadLag(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]int64{}
+	for ; lag > 0; lag-- {
+		msg, err := r.ReadMessage(rctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev dispatch.Event
+		if err := json.Unmarshal(msg.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		got[ev.DeviceID] = append(got[ev.DeviceID], ev.DeadlineMs)
+	}
+	for id, deadline := range want {
+		if len(got[id]) != 1 || got[id][0] != deadline {
+			t.Errorf("%s: timeouts at %v, want exactly one at %d", id, got[id], deadline)
+		}
+	}
+}
