@@ -1,6 +1,7 @@
-// Package httpapi serves flatline's admin HTTP endpoints: /metrics
-// (Prometheus), /healthz (the process runs), /readyz (Redis and Kafka
-// reachable, layout loaded) and /status (JSON, the shards status document).
+// Package httpapi serves flatline's admin HTTP endpoints: / (the status
+// page), /metrics (Prometheus), /healthz (the process runs), /readyz (Redis
+// and Kafka reachable, layout loaded) and /status (JSON, the shards status
+// document).
 package httpapi
 
 import (
@@ -51,6 +52,7 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // Handler returns the mux.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/{$}", Page())
 	mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
