@@ -11,7 +11,7 @@ SHELL    := bash
 # Go sources to format-check: everything but vendored code and testdata.
 GOFILES = $(shell find . -name '*.go' -not -path './vendor/*' -not -path '*/testdata/*' -not -path './.git/*')
 
-.PHONY: help build run test fuzz bench lint fmt-check vet clean
+.PHONY: help build run test fuzz bench lint fmt-check vet clean screenshot
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +51,17 @@ fuzz: ## run every fuzz target for FUZZTIME (default 1m) each
 
 bench: ## run the benchmarks (BENCH=regexp to select)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
+
+screenshot: build ## refresh docs/status-page.png from `flatline dev` (needs chromium and python3)
+	@log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT; \
+	bin/flatline dev --http 127.0.0.1:0 --duration 40s >"$$log" 2>&1 & pid=$$!; \
+	addr=""; for _ in $$(seq 100); do \
+		addr="$$(sed -n 's|.*status: http://\([^/]*\)/status.*|\1|p' "$$log")"; \
+		[ -n "$$addr" ] && break; sleep 0.2; \
+	done; \
+	if [ -z "$$addr" ]; then cat "$$log"; kill "$$pid" 2>/dev/null; exit 1; fi; \
+	python3 docs/screenshot.py "http://$$addr/" docs/status-page.png --wait 27; \
+	wait "$$pid"
 
 clean: ## remove build output and test caches
 	rm -rf bin/
