@@ -11,7 +11,7 @@ SHELL    := bash
 # Go sources to format-check: everything but vendored code and testdata.
 GOFILES = $(shell find . -name '*.go' -not -path './vendor/*' -not -path '*/testdata/*' -not -path './.git/*')
 
-.PHONY: help build run test fuzz bench lint fmt-check vet clean screenshot
+.PHONY: help build run test fuzz bench lint fmt-check vet clean screenshot check-rules
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -51,6 +51,10 @@ fuzz: ## run every fuzz target for FUZZTIME (default 1m) each
 
 bench: ## run the benchmarks (BENCH=regexp to select)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
+
+check-rules: ## promtool: check deploy/prometheus/alerts.yml and run its unit tests (Debian package prometheus)
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
 
 screenshot: build ## refresh docs/status-page.png from `flatline dev` (needs chromium and python3)
 	@log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT; \
