@@ -178,6 +178,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 	if cfg.HTTP.Addr != "" {
 		a.HTTP, err = httpapi.New(cfg.HTTP, httpapi.Options{
 			Registry: a.Metrics.Registry, Ready: a.ready, Status: a.status, Log: log,
+			Collect: a.collectCluster,
 		})
 		if err != nil {
 			a.Close()

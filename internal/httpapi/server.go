@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,13 +29,24 @@ type Options struct {
 	Log    *slog.Logger
 	// Extra handlers mounted beside the built-in ones (e.g. the status page).
 	Extra map[string]http.Handler
+	// Collect, when set, refreshes gauges read from shared state (Redis)
+	// before /metrics is served: at most once per CollectEvery, one call at
+	// a time, bounded by the request's context.
+	Collect func(ctx context.Context)
 }
+
+// CollectEvery bounds how often a scrape of /metrics triggers
+// Options.Collect (the status page scrapes every 2 s per open tab).
+const CollectEvery = time.Second
 
 // Server is the admin HTTP server.
 type Server struct {
 	cfg  Config
 	opts Options
 	ln   net.Listener
+
+	collectMu   sync.Mutex
+	lastCollect time.Time
 }
 
 // New binds the listener at once so a bad address fails at start.
@@ -53,7 +65,11 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/{$}", Page())
-	mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		s.collect(r.Context())
+		metrics.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -83,6 +99,22 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(path, h)
 	}
 	return mux
+}
+
+// collect runs Options.Collect unless it ran within CollectEvery.
+func (s *Server) collect(ctx context.Context) {
+	if s.opts.Collect == nil {
+		return
+	}
+	s.collectMu.Lock()
+	defer s.collectMu.Unlock()
+	if time.Since(s.lastCollect) < CollectEvery {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s.opts.Collect(ctx)
+	s.lastCollect = time.Now()
 }
 
 // Run serves until ctx is cancelled.

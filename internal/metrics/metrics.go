@@ -3,7 +3,13 @@
 // units) and stages only increment what they own.
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics is the set of flatline's collectors, registered on one registry.
 type Metrics struct {
@@ -38,7 +44,21 @@ type Metrics struct {
 	LayoutCount    prometheus.Gauge
 	LayoutPrevious prometheus.Gauge
 	Misplaced      prometheus.Gauge
+
+	clusterMu     sync.Mutex
+	clusterShards int // shard label values SetCluster last exported
 }
+
+// InvalidReasons are SPEC §2's reason codes (ingest.AllReasons; a test keeps
+// the two equal). Their counters are exported at 0 from the start so that
+// rate() and alerts see a series before the first invalid message.
+var InvalidReasons = []string{
+	"not_object", "trailing_data", "bad_type", "bad_ts", "no_key",
+	"key_too_long", "key_not_utf8", "id_mismatch", "too_large", "unknown_class",
+}
+
+// FallbackKinds label flatline_heartbeats_fallback_total.
+var FallbackKinds = []string{"skew_corrected", "timeout_out_of_range", "unknown_class"}
 
 // LatenessBuckets resolve 1 ms to 10 s.
 var LatenessBuckets = []float64{.001, .002, .005, .01, .015, .02, .03, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10}
@@ -99,5 +119,52 @@ func New() *Metrics {
 	m.LayoutPrevious = g("flatline_layout_previous_shards", "The layout's previous count while migrating, else 0.")
 	m.Misplaced = g("flatline_migration_misplaced_members", "Members still in their previous shard (last sweep's count).")
 	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	for _, reason := range InvalidReasons {
+		m.Invalid.WithLabelValues(reason)
+	}
+	for _, kind := range FallbackKinds {
+		m.Fallbacks.WithLabelValues(kind)
+	}
 	return m
+}
+
+// Cluster is the state every instance shares through Redis: the layout, the
+// shards and the firing watermark. Each instance exports the same values
+// (dashboards take max() over instances), read when /metrics is scraped.
+type Cluster struct {
+	LayoutCount    int
+	LayoutPrevious int
+	// Sizes and Due are per shard 0..len-1: members, and members whose
+	// deadline is at or before Now (due but not yet fired).
+	Sizes []int64
+	Due   []int64
+	// WatermarkMs is min over signals partitions of wm(p), Unix ms; 0 when
+	// no partition has one yet.
+	WatermarkMs int64
+	Now         time.Time
+}
+
+// SetCluster exports c on the layout, shard and watermark gauges. Shards
+// beyond the current count (after a halving) stop being exported.
+func (m *Metrics) SetCluster(c Cluster) {
+	m.clusterMu.Lock()
+	defer m.clusterMu.Unlock()
+	m.LayoutCount.Set(float64(c.LayoutCount))
+	m.LayoutPrevious.Set(float64(c.LayoutPrevious))
+	for i, n := range c.Sizes {
+		m.ShardSize.WithLabelValues(strconv.Itoa(i)).Set(float64(n))
+	}
+	for i, n := range c.Due {
+		m.DueBacklog.WithLabelValues(strconv.Itoa(i)).Set(float64(n))
+	}
+	n := max(len(c.Sizes), len(c.Due))
+	for i := n; i < m.clusterShards; i++ {
+		m.ShardSize.DeleteLabelValues(strconv.Itoa(i))
+		m.DueBacklog.DeleteLabelValues(strconv.Itoa(i))
+	}
+	m.clusterShards = n
+	if c.WatermarkMs > 0 {
+		m.WatermarkMs.Set(float64(c.WatermarkMs) / 1000)
+		m.WatermarkLag.Set(max(0, float64(c.Now.UnixMilli()-c.WatermarkMs)/1000))
+	}
 }

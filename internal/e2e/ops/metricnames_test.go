@@ -1,0 +1,281 @@
+package ops
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/flatline-dev/flatline/ingest"
+	"github.com/flatline-dev/flatline/internal/metrics"
+)
+
+var (
+	dashboardFile = filepath.Join("..", "..", "..", "deploy", "grafana", "flatline.json")
+	alertsFile    = filepath.Join("..", "..", "..", "deploy", "prometheus", "alerts.yml")
+	metricName    = regexp.MustCompile(`flatline_[a-z_]+`)
+)
+
+// TestDashboardAndAlertsUseExportedMetrics scrapes /metrics of an instance
+// that has done some work (heartbeats, timeouts, an invalid message) and
+// checks that every metric name in the Grafana dashboard's queries and in
+// the alert rules is one it exports, and that every dashboard panel queries
+// at least one. It also checks the cluster-wide gauges hold the values
+// /status reports, since the dashboard and the "shard without scanner" alert
+// compare them.
+func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
+	const shards, live, silent = 4, 50, 5
+	in := startInstance(t, shards)
+	msgs := append(fleet("live-", live, 0), fleet("silent-", silent, 1000)...)
+	msgs = append(msgs, heartbeat{key: "broken-1", raw: []byte("not json")})
+	in.send(t, msgs)
+
+	var exp exposition
+	waitFor(t, "timeouts published and the fleet tracked", func() string {
+		exp = scrape(t, in)
+		if got := exp.sum("flatline_timeouts_published_total"); got < silent {
+			return fmt.Sprintf("%v timeouts published, want %d", got, silent)
+		}
+		if got := exp.sum("flatline_shard_devices"); got != live {
+			return fmt.Sprintf("flatline_shard_devices sums to %v, want %d", got, live)
+		}
+		if got := exp.sum("flatline_dead_lettered_total"); got != 1 {
+			return fmt.Sprintf("%v dead-lettered, want 1", got)
+		}
+		return ""
+	})
+
+	// The cluster-wide gauges agree with /status.
+	st := in.status(t)
+	if got := exp.sum("flatline_layout_shards"); got != float64(st.Layout.Count) || st.Layout.Count != shards {
+		t.Errorf("flatline_layout_shards = %v, /status layout count %d, configured %d", got, st.Layout.Count, shards)
+	}
+	if got := len(exp.samples["flatline_shard_devices"]); got != shards {
+		t.Errorf("flatline_shard_devices has %d series, want one per shard (%d)", got, shards)
+	}
+	if got := len(exp.samples["flatline_shard_due_backlog"]); got != shards {
+		t.Errorf("flatline_shard_due_backlog has %d series, want one per shard (%d)", got, shards)
+	}
+	if got := exp.sum("flatline_scanner_leases_owned"); got != shards {
+		t.Errorf("flatline_scanner_leases_owned = %v, want %d", got, shards)
+	}
+	if exp.sum("flatline_watermark_timestamp_seconds") <= 0 {
+		t.Errorf("flatline_watermark_timestamp_seconds is not set")
+	}
+	if got := len(exp.samples["flatline_heartbeats_invalid_total"]); got != len(ingest.AllReasons) {
+		t.Errorf("flatline_heartbeats_invalid_total has %d series, want one per reason (%d)", got, len(ingest.AllReasons))
+	}
+	reasons := make([]string, len(ingest.AllReasons))
+	for i, r := range ingest.AllReasons {
+		reasons[i] = string(r)
+	}
+	if !slices.Equal(reasons, metrics.InvalidReasons) {
+		t.Errorf("metrics.InvalidReasons = %v, ingest.AllReasons = %v", metrics.InvalidReasons, reasons)
+	}
+
+	used := map[string]bool{}
+	check := func(where, expr string) {
+		names := metricName.FindAllString(expr, -1)
+		if len(names) == 0 {
+			t.Errorf("%s: query uses no flatline metric: %s", where, expr)
+		}
+		for _, n := range names {
+			family := exp.family(n)
+			if family == "" {
+				t.Errorf("%s: %s is not exported by a running instance (query: %s)", where, n, oneLine(expr))
+				continue
+			}
+			used[family] = true
+		}
+	}
+
+	panels, queries := dashboardQueries(t)
+	if len(panels) < 10 {
+		t.Fatalf("dashboard has %d panels with queries; parsing is broken", len(panels))
+	}
+	for _, p := range panels {
+		if len(p.exprs) == 0 {
+			t.Errorf("dashboard panel %q has no query", p.title)
+		}
+		for _, e := range p.exprs {
+			check(fmt.Sprintf("dashboard panel %q", p.title), e)
+		}
+	}
+	for _, q := range queries {
+		check("dashboard variable", q)
+	}
+
+	rules := alertRules(t)
+	if len(rules) < 5 {
+		t.Fatalf("alerts.yml has %d rules; parsing is broken", len(rules))
+	}
+	for name, expr := range rules {
+		check("alert "+name, expr)
+	}
+
+	var unused []string
+	for f := range exp.types {
+		if strings.HasPrefix(f, "flatline_") && !used[f] {
+			unused = append(unused, f)
+		}
+	}
+	sort.Strings(unused)
+	t.Logf("%d flatline metrics used by the dashboard and rules; exported but unused: %v", len(used), unused)
+}
+
+// exposition is a parsed Prometheus text scrape.
+type exposition struct {
+	types   map[string]string    // family -> counter, gauge, histogram, ...
+	samples map[string][]float64 // sample name -> values (one per label set)
+}
+
+func scrape(t *testing.T, in *instance) exposition {
+	t.Helper()
+	e := exposition{types: map[string]string{}, samples: map[string][]float64{}}
+	for _, line := range strings.Split(string(in.get(t, "/metrics")), "\n") {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			if f := strings.Fields(rest); len(f) == 2 {
+				e.types[f[0]] = f[1]
+			}
+			continue
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name := line[:strings.IndexAny(line, "{ ")]
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("unparsable sample %q", line)
+		}
+		e.samples[name] = append(e.samples[name], v)
+	}
+	return e
+}
+
+func (e exposition) sum(name string) float64 {
+	var s float64
+	for _, v := range e.samples[name] {
+		s += v
+	}
+	return s
+}
+
+// family returns the exported metric family a query identifier refers to
+// (a histogram's _bucket, _sum and _count are its family), or "" when the
+// scrape has no such series.
+func (e exposition) family(name string) string {
+	if _, ok := e.types[name]; ok && len(e.samples[name]) > 0 {
+		return name
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && e.types[base] == "histogram" && len(e.samples[name]) > 0 {
+			return base
+		}
+	}
+	return ""
+}
+
+type panelQueries struct {
+	title string
+	exprs []string
+}
+
+// dashboardQueries returns the queries of every panel (rows excluded,
+// collapsed rows' panels included) and of the templating variables.
+func dashboardQueries(t *testing.T) ([]panelQueries, []string) {
+	t.Helper()
+	raw, err := os.ReadFile(dashboardFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Type    string  `json:"type"`
+		Title   string  `json:"title"`
+		Panels  []panel `json:"panels"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+	}
+	var d struct {
+		Panels     []panel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Type  string          `json:"type"`
+				Query json.RawMessage `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("%s: %v", dashboardFile, err)
+	}
+	var out []panelQueries
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			walk(p.Panels)
+			if p.Type == "row" || p.Type == "text" {
+				continue
+			}
+			pq := panelQueries{title: p.Title}
+			for _, tg := range p.Targets {
+				if tg.Expr != "" {
+					pq.exprs = append(pq.exprs, tg.Expr)
+				}
+			}
+			out = append(out, pq)
+		}
+	}
+	walk(d.Panels)
+	var vars []string
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		var q struct {
+			Query string `json:"query"`
+		}
+		if json.Unmarshal(v.Query, &q) != nil {
+			_ = json.Unmarshal(v.Query, &q.Query) // a plain string query
+		}
+		vars = append(vars, q.Query)
+	}
+	return out, vars
+}
+
+// alertRules returns alert name (or record name) -> expression.
+func alertRules(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Alert  string `yaml:"alert"`
+				Record string `yaml:"record"`
+				Expr   string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &f); err != nil {
+		t.Fatalf("%s: %v", alertsFile, err)
+	}
+	out := map[string]string{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			out[r.Alert+r.Record] = r.Expr
+		}
+	}
+	return out
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
