@@ -29,6 +29,10 @@ type Sweeper struct {
 	// Stale is how long an instance may go without re-reading the layout
 	// before it no longer counts as live for finalization.
 	Stale time.Duration
+	// Margin keeps the sweep off members due within it: the scanners' two-
+	// shard rule handles those, and a member moved while its timeout is in
+	// flight could otherwise fire from both shards.
+	Margin time.Duration
 	// Finalized receives the layout after each finalization (tests wait on it).
 	Finalized chan shard.Layout
 }
@@ -36,7 +40,7 @@ type Sweeper struct {
 // NewSweeper returns a sweeper; leader reports whether this instance sweeps.
 func NewSweeper(store *shard.Store, w *Watcher, leader func() bool, m *metrics.Metrics, log *slog.Logger) *Sweeper {
 	return &Sweeper{store: store, watcher: w, leader: leader, log: log, metrics: m, now: time.Now,
-		Batch: 500, Pause: time.Millisecond, Stale: 10 * w.interval, Finalized: make(chan shard.Layout, 1)}
+		Batch: 500, Pause: time.Millisecond, Stale: 10 * w.interval, Margin: 2 * time.Second, Finalized: make(chan shard.Layout, 1)}
 }
 
 // Run sweeps while a migration is under way until ctx is cancelled.
@@ -91,10 +95,13 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 			}
 			total += int64(len(ms))
 			byHome := make(map[int][]shard.Member)
+			soon := s.now().Add(s.Margin).UnixMilli()
 			for _, m := range ms {
 				if home := l.ShardOf(shard.Hash(m.ID)); home != i {
-					byHome[home] = append(byHome[home], m)
 					found++
+					if d, _ := shard.Decode(m.Score); d > soon {
+						byHome[home] = append(byHome[home], m)
+					}
 				}
 			}
 			for home, batch := range byHome {
@@ -189,5 +196,41 @@ func (s *Sweeper) move(ctx context.Context, from, to int, ms []shard.Member) (in
 	if err != nil {
 		return 0, err
 	}
+	if len(removed) < len(ms) {
+		// A member that left `from` since the scan read it may have fired
+		// there; then the copy just made is a second one of the same
+		// silence: take it back (if nothing raised it meanwhile).
+		if err := s.undoFired(ctx, from, to, ms, removed); err != nil {
+			return 0, err
+		}
+	}
 	return len(removed), nil
+}
+
+func (s *Sweeper) undoFired(ctx context.Context, from, to int, ms []shard.Member, removed map[string]int64) error {
+	var gone []shard.Member
+	for _, m := range ms {
+		if _, ok := removed[m.ID]; !ok {
+			gone = append(gone, m)
+		}
+	}
+	shards := make([]int, len(gone))
+	ids := make([]string, len(gone))
+	for k, m := range gone {
+		shards[k], ids[k] = from, m.ID
+	}
+	copies, err := s.store.Copies(ctx, shards, ids)
+	if err != nil {
+		return err
+	}
+	var undo []shard.Member
+	for k, m := range gone {
+		if c := copies[k]; c.HasDown && c.Down >= m.Score {
+			undo = append(undo, m)
+		}
+	}
+	if len(undo) > 0 {
+		_, err = s.store.RemoveIf(ctx, to, undo)
+	}
+	return err
 }

@@ -16,7 +16,9 @@ type copyElsewhere struct {
 // resolve applies the two-shard rule of a migrating layout to due members of
 // shard id. While previous ≠ 0 a device may have a copy both in its shard
 // under the previous count and in its shard under the new count; its
-// deadline is the larger score. A copy that is not the larger one is stale:
+// deadline is the larger score, where a copy that already fired counts with
+// the score it fired at (its down score), so the other copy cannot fire the
+// same silence again. A copy that is not the larger one is stale:
 // it is dropped (conditionally) and never fires. On a tie only the copy in
 // the device's new home fires. The returned map holds, for each member that
 // fires, the other copy to remove once Kafka acknowledged the event.
@@ -47,26 +49,28 @@ func (sc *shardScanner) resolve(ctx context.Context, l shard.Layout, due []shard
 	if len(ids) == 0 {
 		return due, nil, nil
 	}
-	scores, found, err := sc.s.opts.Store.Scores(ctx, shards, ids)
+	copies, err := sc.s.opts.Store.Copies(ctx, shards, ids)
 	if err != nil {
 		return nil, nil, err
 	}
 	stale := make(map[int]bool)
 	var others map[string]copyElsewhere
 	for j, k := range idx {
-		if !found[j] {
-			continue
-		}
-		m := due[k]
+		c, m := copies[j], due[k]
 		home := l.ShardOf(shard.Hash(m.ID))
-		if scores[j] > m.Score || (scores[j] == m.Score && home != sc.id) {
+		switch {
+		case c.HasDown && c.Down >= m.Score:
+			// The other copy already fired this silence (or a later one).
 			stale[k] = true
-			continue
+		case c.HasLive && (c.Live > m.Score || (c.Live == m.Score && home != sc.id)):
+			// The other copy is later; on a tie the new home fires.
+			stale[k] = true
+		case c.HasLive:
+			if others == nil {
+				others = make(map[string]copyElsewhere)
+			}
+			others[m.ID] = copyElsewhere{shard: shards[j], score: c.Live}
 		}
-		if others == nil {
-			others = make(map[string]copyElsewhere)
-		}
-		others[m.ID] = copyElsewhere{shard: shards[j], score: scores[j]}
 	}
 	if len(stale) == 0 {
 		return due, others, nil

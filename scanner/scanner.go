@@ -21,6 +21,11 @@ type Dispatcher interface {
 	Timeouts(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) error
 }
 
+// MinDownMemory is how long a fired device is remembered as down even with
+// recovered events disabled: long enough that a replayed heartbeat or a
+// migration's second copy cannot fire the same silence again.
+const MinDownMemory = 10 * time.Minute
+
 // Hooks let tests observe and interleave with a scanner deterministically.
 type Hooks struct {
 	// BeforeRemove runs after Kafka acknowledged a batch and before its
@@ -39,9 +44,8 @@ type Options struct {
 	Metrics    *metrics.Metrics
 	Log        *slog.Logger
 	Now        func() time.Time
-	// KeepDown remembers fired devices for recovered events; RecoveryWindow
-	// bounds how long.
-	KeepDown       bool
+	// RecoveryWindow is how long fired devices are remembered as down (for
+	// recovered events); at least MinDownMemory.
 	RecoveryWindow time.Duration
 	Hooks          Hooks
 }
@@ -87,7 +91,7 @@ func (s *Scanner) SetShards(ids []int) error {
 		if _, ok := s.shards[id]; ok {
 			continue
 		}
-		sc := &shardScanner{s: s, id: id, inflight: make(map[string]struct{})}
+		sc := &shardScanner{s: s, id: id, inflight: make(map[string]bool)}
 		job, err := s.sched.NewJob(gocron.DurationJob(s.cfg.Interval), gocron.NewTask(sc.pass),
 			gocron.WithSingletonMode(gocron.LimitModeWait),
 			gocron.WithStartAt(gocron.WithStartImmediately()))
@@ -180,7 +184,12 @@ type shardScanner struct {
 	stopped atomic.Bool
 
 	mu       sync.Mutex
-	inflight map[string]struct{}
+	// inflight holds the members handed to dispatch: true while their
+	// batch is out, false once it completed. Completed entries stay until
+	// the next pass starts, because a read that began before a batch's
+	// removal may still return its members.
+	inflight map[string]bool
+	active   int // members with inflight[id] == true
 	batches  int
 	timer    *time.Timer
 	timerAt  int64
@@ -214,11 +223,18 @@ func (sc *shardScanner) pass() {
 	s := sc.s
 	ctx := s.dispatchCtx
 	batch := s.cfg.BatchSize
+	sc.mu.Lock()
+	for id, out := range sc.inflight {
+		if !out {
+			delete(sc.inflight, id) // removed from Redis before this pass began
+		}
+	}
+	sc.mu.Unlock()
 	for !sc.stopped.Load() {
 		upTo := s.opts.Gate.UpTo()
 		max := shard.MaxScore(upTo)
 		sc.mu.Lock()
-		offset, busy := len(sc.inflight), sc.batches >= s.cfg.MaxInflight
+		offset, busy := sc.active, sc.batches >= s.cfg.MaxInflight
 		sc.mu.Unlock()
 		if busy {
 			return // a completing batch wakes the shard again
@@ -276,7 +292,8 @@ func (sc *shardScanner) claim(due []shard.Member) []shard.Member {
 		if _, ok := sc.inflight[m.ID]; ok {
 			continue
 		}
-		sc.inflight[m.ID] = struct{}{}
+		sc.inflight[m.ID] = true
+		sc.active++
 		fresh = append(fresh, m)
 	}
 	if len(fresh) > 0 {
@@ -354,12 +371,10 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 		if h := s.opts.Hooks.BeforeRemove; h != nil {
 			h(sc.id, batch)
 		}
-		var prune float64
-		if s.opts.KeepDown {
-			prune = shard.MaxScore(s.opts.Now().Add(-s.opts.RecoveryWindow).UnixMilli())
-		}
+		remember := max(s.opts.RecoveryWindow, MinDownMemory)
+		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
 		removed, err := retry(ctx, func() (int, error) {
-			return s.opts.Store.Fired(ctx, sc.id, batch, s.opts.KeepDown, prune)
+			return s.opts.Store.Fired(ctx, sc.id, batch, prune)
 		})
 		if err != nil {
 			return
@@ -392,7 +407,8 @@ func othersOf(batch []shard.Member, others map[string]copyElsewhere) map[string]
 func (sc *shardScanner) release(batch []shard.Member) {
 	sc.mu.Lock()
 	for _, m := range batch {
-		delete(sc.inflight, m.ID)
+		sc.inflight[m.ID] = false
+		sc.active--
 	}
 	sc.batches--
 	sc.mu.Unlock()

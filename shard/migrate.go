@@ -9,49 +9,53 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Scores returns the score of each (shard, id) pair, 0/false where the id is
-// not in that shard, in one round trip.
-func (s *Store) Scores(ctx context.Context, shards []int, ids []string) ([]float64, []bool, error) {
+// Copy is what a shard holds of a device: its live deadline score and the
+// score of a timeout it already fired there.
+type Copy struct {
+	Live, Down       float64
+	HasLive, HasDown bool
+}
+
+// Copies returns, for each (shard, id) pair, what that shard holds of the
+// id, in one round trip. The deadline is read before the down score, and
+// fired.lua moves a member from one to the other atomically, so a copy that
+// fires meanwhile is still seen.
+func (s *Store) Copies(ctx context.Context, shards []int, ids []string) ([]Copy, error) {
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k := range ids {
 			p.ZScore(ctx, s.keys.Deadlines(shards[k]), ids[k])
+			p.ZScore(ctx, s.keys.Down(shards[k]), ids[k])
 		}
 		return nil
 	})
 	if err != nil && err != redis.Nil {
-		return nil, nil, fmt.Errorf("read scores: %w", err)
+		return nil, fmt.Errorf("read scores: %w", err)
 	}
-	scores := make([]float64, len(ids))
-	ok := make([]bool, len(ids))
-	for k, c := range cmds {
-		v, err := c.(*redis.FloatCmd).Result()
-		if err == nil {
-			scores[k], ok[k] = v, true
+	out := make([]Copy, len(ids))
+	for k := range ids {
+		if v, err := cmds[2*k].(*redis.FloatCmd).Result(); err == nil {
+			out[k].Live, out[k].HasLive = v, true
+		}
+		if v, err := cmds[2*k+1].(*redis.FloatCmd).Result(); err == nil {
+			out[k].Down, out[k].HasDown = v, true
 		}
 	}
-	return scores, ok, nil
+	return out, nil
 }
 
-// MoveIn writes members into shard i (ZADD GT, so a later copy there wins)
-// with their override timeouts (ms, 0 = none).
+// MoveIn writes members into shard i like heartbeats (reset.lua: ZADD GT,
+// and a copy not later than a timeout the device already fired there is
+// dropped) with their override timeouts (ms, 0 = none).
 func (s *Store) MoveIn(ctx context.Context, i int, ms []Member, overrides map[string]int64) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	zs := make([]redis.Z, len(ms))
-	for k, m := range ms {
-		zs[k] = redis.Z{Score: m.Score, Member: m.ID}
+	var b Batch
+	b.Reset(i + 1)
+	for _, m := range ms {
+		b.Add(i, m.ID, m.Score, overrides[m.ID])
 	}
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAddGT(ctx, s.keys.Deadlines(i), zs...)
-		for id, ms := range overrides {
-			if ms > 0 {
-				p.HSet(ctx, s.keys.Overrides(i), id, ms)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if _, err := s.Write(ctx, &b); err != nil {
 		return fmt.Errorf("move into shard %d: %w", i, err)
 	}
 	return nil

@@ -155,7 +155,7 @@ func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 	if _, err := st.Write(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	n, err := st.Fired(ctx, 0, due, true, 0)
+	n, err := st.Fired(ctx, 0, due, 0)
 	if err != nil || n != 1 {
 		t.Fatalf("Fired removed %d (%v), want only a", n, err)
 	}

@@ -206,19 +206,11 @@ func (s *Store) Overrides(ctx context.Context, i int, ids []string) (map[string]
 }
 
 // Fired removes the members whose timeouts were acknowledged, each only if
-// its score is unchanged, remembering them as down when keepDown is set and
-// pruning down entries scored below pruneBelow. It returns how many left.
-func (s *Store) Fired(ctx context.Context, i int, ms []Member, keepDown bool, pruneBelow float64) (int, error) {
-	args := make([]any, 0, 2+2*len(ms))
-	kd := "0"
-	if keepDown {
-		kd = "1"
-	}
-	prune := "-inf"
-	if keepDown && pruneBelow > 0 {
-		prune = strconv.FormatFloat(pruneBelow, 'f', -1, 64)
-	}
-	args = append(args, kd, prune)
+// its score is unchanged, remembers them as down, and prunes down entries
+// scored below pruneBelow. It returns how many left.
+func (s *Store) Fired(ctx context.Context, i int, ms []Member, pruneBelow float64) (int, error) {
+	args := make([]any, 0, 1+2*len(ms))
+	args = append(args, strconv.FormatFloat(pruneBelow, 'f', -1, 64))
 	for _, m := range ms {
 		args = append(args, m.ID, m.Score)
 	}

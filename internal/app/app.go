@@ -150,8 +150,8 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 		a.Gate = scanner.NewGate(a.Store, 5*time.Millisecond, cfg.Scanner.Grace, stallAfter(cfg), log)
 		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
 			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: log,
-			KeepDown: cfg.Dispatch.RecoveryWindow > 0, RecoveryWindow: cfg.Dispatch.RecoveryWindow,
-			Hooks: hooks.Scanner,
+			RecoveryWindow: cfg.Dispatch.RecoveryWindow,
+			Hooks:          hooks.Scanner,
 		})
 		if err != nil {
 			a.Close()

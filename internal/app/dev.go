@@ -67,7 +67,7 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 		return err
 	}
 	fmt.Fprintf(out, "flatline dev: Kafka %v (embedded), Redis %s (%s)\n", brokers, redisAddr, kind)
-	fmt.Fprintf(out, "  status: http://%s/status   metrics: http://%s/metrics\n", a.HTTP.Addr(), a.HTTP.Addr())
+	fmt.Fprintf(out, "  status page: http://%s/   (JSON: /status, Prometheus: /metrics)\n", a.HTTP.Addr())
 	fmt.Fprintf(out, "  fleet: %d devices beating every %s, timeout %s, %.0f%% go silent over the first minute\n\n",
 		o.Devices, o.Interval, o.Timeout, 100*o.Silent)
 

@@ -3,9 +3,11 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -131,4 +133,115 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	}
 	k := int(p * float64(len(sorted)-1))
 	return sorted[k]
+}
+
+// fleet beats for a set of devices into the signals topic every interval
+// until stopped; a device stops for good at its silence time (zero: never).
+type fleet struct {
+	ids      []string
+	silentAt []time.Time
+	mu       sync.Mutex
+	lastBeat map[string]int64 // of the devices that go silent
+	cancel   context.CancelFunc
+	done     chan struct{}
+	errs     chan error
+}
+
+func startFleet(t *testing.T, brokers []string, ids []string, interval time.Duration, silentAt []time.Time) *fleet {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fleet{ids: ids, silentAt: silentAt, lastBeat: make(map[string]int64), cancel: cancel, done: make(chan struct{}), errs: make(chan error, 1)}
+	w := newWriter(brokers, signals)
+	go func() {
+		defer close(f.done)
+		defer w.Close()
+		msgs := make([]kafka.Message, 0, len(ids))
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			now := time.Now()
+			ms := now.UnixMilli()
+			msgs = msgs[:0]
+			f.mu.Lock()
+			for i, id := range ids {
+				if s := silentAt[i]; !s.IsZero() {
+					if !now.Before(s) {
+						continue
+					}
+					f.lastBeat[id] = ms
+				}
+				msgs = append(msgs, kafka.Message{Key: []byte(id), Value: []byte(`{"ts":` + strconv.FormatInt(ms, 10) + `}`), Time: now})
+			}
+			f.mu.Unlock()
+			if err := w.WriteMessages(ctx, msgs...); err != nil {
+				if ctx.Err() == nil {
+					f.errs <- err
+				}
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *fleet) stop() {
+	f.cancel()
+	<-f.done
+}
+
+// last returns the ts of a silent device's last heartbeat.
+func (f *fleet) last(id string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastBeat[id]
+}
+
+// verdict checks the events: exactly one timeout per silent device with its
+// fields right, none for live devices; it returns the lateness samples.
+func (f *fleet) verdict(t *testing.T, got map[string][]received, timeout time.Duration, shards int) (late []time.Duration) {
+	t.Helper()
+	for i, id := range f.ids {
+		evs := got[id]
+		if f.silentAt[i].IsZero() {
+			if len(evs) > 0 {
+				t.Errorf("live device %s got %d timeouts: %+v", id, len(evs), evs[0].ev)
+			}
+			continue
+		}
+		if len(evs) != 1 {
+			var desc []string
+			for _, e := range evs {
+				desc = append(desc, fmt.Sprintf("{deadline %d shard %d detected %d}", e.ev.DeadlineMs, e.ev.Shard, e.ev.DetectedAtMs))
+			}
+			t.Errorf("silent device %s got %d timeouts, want exactly 1: %v", id, len(evs), desc)
+			continue
+		}
+		ev, key := evs[0].ev, evs[0].key
+		if key != id || ev.DeviceID != id || ev.Type != "timeout" {
+			t.Errorf("%s: key %q, event %+v", id, key, ev)
+		}
+		if ev.DeadlineMs-ev.LastSeenMs != ev.TimeoutMs || ev.TimeoutMs != timeout.Milliseconds() {
+			t.Errorf("%s: deadline %d - last_seen %d != timeout %d", id, ev.DeadlineMs, ev.LastSeenMs, ev.TimeoutMs)
+		}
+		if ev.LastSeenMs != f.last(id) {
+			t.Errorf("%s: last_seen_ms %d, but its last heartbeat had ts %d", id, ev.LastSeenMs, f.last(id))
+		}
+		if ev.EventID != id+"/"+strconv.FormatInt(ev.DeadlineMs, 10) {
+			t.Errorf("%s: event_id %q", id, ev.EventID)
+		}
+		if ev.DetectedAtMs < ev.DeadlineMs {
+			t.Errorf("%s: detected at %d before its deadline %d", id, ev.DetectedAtMs, ev.DeadlineMs)
+		}
+		if ev.Shard < 0 || ev.Shard >= shards {
+			t.Errorf("%s: shard %d of %d", id, ev.Shard, shards)
+		}
+		late = append(late, evs[0].at.Sub(time.UnixMilli(ev.DeadlineMs)))
+	}
+	return late
 }

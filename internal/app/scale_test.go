@@ -1,0 +1,145 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/rebalance"
+)
+
+// TestScaleUnderLoad doubles the shards 16→32→64→128 while a fleet beats
+// every 200 ms with a 1 s timeout and some devices go silent at random
+// moments: exactly one timeout per silent device, none for live ones, and
+// each migration finalizes by itself with `shards status` showing progress.
+func TestScaleUnderLoad(t *testing.T) {
+	devices, silent := 20000, 1000
+	if raceEnabled || testing.Short() {
+		// The race detector slows everything ~10×; keep the rate the
+		// machine can carry so the test checks correctness, not capacity.
+		devices, silent = 4000, 200
+	}
+	const timeout = time.Second
+	e := newEnv(t, 8)
+	e.cfg.Shards.InitialCount = 16
+	e.cfg.Timeouts.Default = timeout
+	inst := start(t, e.cfg, app.Hooks{})
+	events := collect(t, e.kafka.Brokers(), timeouts, 8)
+
+	r := rand.New(rand.NewPCG(5, 6))
+	ids := make([]string, devices)
+	silentAt := make([]time.Time, devices)
+	begin := time.Now().Add(2 * time.Second)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("scale-%05d", i)
+	}
+	for _, i := range r.Perm(devices)[:silent] {
+		// Silences spread over the whole scaling run.
+		silentAt[i] = begin.Add(time.Duration(r.Int64N(int64(8 * time.Second))))
+	}
+	f := startFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
+
+	got := make(map[string][]received)
+	drain := func() {
+		for len(events) > 0 {
+			ev := <-events
+			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
+		}
+	}
+	ctx := context.Background()
+	// Scale while devices go silent and time out: the first doubling once
+	// silences have begun, each next one a while after the previous one
+	// finalized.
+	time.Sleep(time.Until(begin.Add(1500 * time.Millisecond)))
+	for _, to := range []int{32, 64, 128} {
+		l, err := rebalance.Scale(ctx, inst.Store, to, time.Now())
+		if err != nil {
+			t.Fatalf("scale to %d: %v", to, err)
+		}
+		sawProgress := false
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			drain()
+			st, err := rebalance.ReadStatus(ctx, inst.Store, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Migration.Active {
+				sawProgress = sawProgress || st.Migration.Moved > 0 || st.Migration.Misplaced > 0
+			} else if st.Layout.Count == to && st.Layout.Previous == 0 && st.Layout.Epoch > l.Epoch {
+				t.Logf("%d→%d finalized after %s (status showed progress: %v)", to/2, to, time.Since(time.UnixMilli(l.SinceMs)).Round(time.Millisecond), sawProgress)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("scale to %d did not finalize: %+v", to, st.Migration)
+			}
+			select {
+			case ev := <-events:
+				got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		if !sawProgress {
+			t.Errorf("shards status never showed the %d→%d migration in progress", to/2, to)
+		}
+		pause := time.After(1500 * time.Millisecond)
+	paused:
+		for {
+			select {
+			case ev := <-events:
+				got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
+			case <-pause:
+				break paused
+			}
+		}
+	}
+	// Wait for the silent devices' timeouts, then a settle period.
+	want := 0
+	for _, s := range silentAt {
+		if !s.IsZero() {
+			want++
+		}
+	}
+	count := func() int {
+		n := 0
+		for i, id := range ids {
+			if !silentAt[i].IsZero() && len(got[id]) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.After(90 * time.Second)
+	for count() < want {
+		select {
+		case ev := <-events:
+			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
+		case <-deadline:
+			t.Fatalf("%d of %d silent devices timed out", count(), want)
+		}
+	}
+	settle := time.After(1500 * time.Millisecond)
+wait:
+	for {
+		select {
+		case ev := <-events:
+			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
+		case <-settle:
+			break wait
+		}
+	}
+	if err := inst.stop(); err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	drain()
+	late := f.verdict(t, got, timeout, 128)
+	slices.Sort(late)
+	if len(late) > 0 {
+		t.Logf("%d devices, %d silent: lateness p50 %v p99 %v max %v", devices, silent, percentile(late, .5), percentile(late, .99), late[len(late)-1])
+	}
+}
