@@ -49,8 +49,22 @@ fuzz: ## run every fuzz target for FUZZTIME (default 1m) each
 	done; \
 	if [ "$$found" = 0 ]; then echo "no fuzz targets found"; fi
 
-bench: ## run the benchmarks (BENCH=regexp to select)
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem ./...
+# make bench: issue #7's scenarios end to end (< 5 min on 2 cores), a table on the
+# terminal and bench/results/<run>.json. BENCH selects the Go micro-benchmarks,
+# BENCH_COUNT repeats them (6 for benchstat), BENCH_ARGS goes to flatline-bench
+# (e.g. BENCH_ARGS='-scale 0.5 -cpuprofile /tmp/fl'; see bin/flatline-bench -h).
+bench: BENCH_COUNT ?= 1
+bench: MICRO_PKGS ?= ./shard ./scanner ./ingest
+bench: ## end-to-end benchmark: table + bench/results/<run>.json (BENCH, BENCH_COUNT, BENCH_ARGS)
+	$(GO) build -o bin/flatline-bench ./bench/cmd/flatline-bench
+	cd bench/peers && $(GO) build -o ../../bin/flatline-bench-peers .
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCH_COUNT) $(MICRO_PKGS) | tee bin/bench-micro.txt
+	bin/flatline-bench -peers bin/flatline-bench-peers -micro bin/bench-micro.txt $(BENCH_ARGS)
+
+.PHONY: bench-large
+bench-large: ## Redis memory per device at 10,000,000 devices against a bare ZSET (BENCH_ARGS)
+	$(GO) build -o bin/flatline-bench ./bench/cmd/flatline-bench
+	bin/flatline-bench -scenarios memory -mem-devices 10000000 $(BENCH_ARGS)
 
 check-rules: ## promtool: check deploy/prometheus/alerts.yml and run its unit tests (Debian package prometheus)
 	promtool check rules deploy/prometheus/alerts.yml

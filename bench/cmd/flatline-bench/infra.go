@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/internal/devenv"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// redisProc is a private redis-server child on a free port.
+type redisProc struct {
+	Addr string
+	PID  int
+	rdb  *redis.Client
+	stop func()
+}
+
+// startRedis starts a fresh redis-server. A miniredis fallback would make the
+// figures meaningless, so a missing redis-server is an error.
+func startRedis(ctx context.Context) (*redisProc, error) {
+	addr, kind, stop, err := devenv.StartRedis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if kind != devenv.RedisServer {
+		stop()
+		return nil, fmt.Errorf("redis-server is not on PATH: the benchmark needs a real one")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 32})
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		_ = rdb.Close()
+		stop()
+		return nil, fmt.Errorf("redis %s: %w", addr, err)
+	}
+	pid, _ := strconv.Atoi(infoField(info, "process_id"))
+	return &redisProc{Addr: addr, PID: pid, rdb: rdb, stop: stop}, nil
+}
+
+func (r *redisProc) Close() {
+	_ = r.rdb.Close()
+	r.stop()
+}
+
+// Store is flatline's store over this server with the default key prefix.
+func (r *redisProc) Store(ctx context.Context) (*shard.Store, error) {
+	st := shard.NewStore(r.rdb, shard.NewKeys(keyPrefix))
+	if err := st.LoadScripts(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// UsedMemory is INFO memory's used_memory.
+func (r *redisProc) UsedMemory(ctx context.Context) (int64, error) {
+	info, err := r.rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+}
+
+// CommandStats returns INFO commandstats as command -> (calls, usec).
+func (r *redisProc) CommandStats(ctx context.Context) (map[string]cmdStat, error) {
+	info, err := r.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]cmdStat{}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var s cmdStat
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				s.Calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				s.Usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = s
+	}
+	return out, nil
+}
+
+type cmdStat struct{ Calls, Usec int64 }
+
+// topCommands is the difference of two commandstats snapshots, busiest
+// first: where Redis spent its time in a scenario.
+func topCommands(before, after map[string]cmdStat, n int) []RedisCommand {
+	var out []RedisCommand
+	var total int64
+	for name, a := range after {
+		d := cmdStat{Calls: a.Calls - before[name].Calls, Usec: a.Usec - before[name].Usec}
+		if d.Calls <= 0 {
+			continue
+		}
+		total += d.Usec
+		out = append(out, RedisCommand{Command: name, Calls: d.Calls, Seconds: float64(d.Usec) / 1e6,
+			UsecPerCall: float64(d.Usec) / float64(d.Calls)})
+	}
+	sortBy(out, func(c RedisCommand) float64 { return -c.Seconds })
+	for i := range out {
+		if total > 0 {
+			out[i].Share = out[i].Seconds * 1e6 / float64(total)
+		}
+	}
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// procStat is what /proc says about a process: CPU time used so far and
+// the peak resident set.
+type procStat struct {
+	CPU      time.Duration
+	PeakRSS  int64 // VmHWM, bytes
+	RSS      int64 // VmRSS, bytes
+	Observed bool
+}
+
+// clockTick is USER_HZ, 100 on every Linux flatline targets.
+const clockTick = 100
+
+func readProc(pid int) procStat {
+	var st procStat
+	if pid <= 0 {
+		return st
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return st
+	}
+	// Fields after the parenthesised command name (which may hold spaces).
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+2:]
+	}
+	f := strings.Fields(s)
+	if len(f) > 12 {
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		stt, _ := strconv.ParseInt(f[12], 10, 64)
+		st.CPU = time.Duration(ut+stt) * time.Second / clockTick
+		st.Observed = true
+	}
+	if sf, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status"); err == nil {
+		sc := bufio.NewScanner(sf)
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				st.PeakRSS = parseKB(v)
+			} else if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				st.RSS = parseKB(v)
+			}
+		}
+		_ = sf.Close()
+	}
+	return st
+}
+
+func parseKB(v string) int64 {
+	f := strings.Fields(v)
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[0], 10, 64)
+	return n << 10
+}
+
+// cpuMeter measures the CPU seconds the three processes of a scenario use
+// over a window: flatline, redis-server and this one (kfake and the load
+// generators), so a reader sees where the machine's two cores went.
+type cpuMeter struct {
+	pids  map[string]int
+	start map[string]time.Duration
+	at    time.Time
+}
+
+func newCPUMeter(pids map[string]int) *cpuMeter {
+	m := &cpuMeter{pids: pids, start: map[string]time.Duration{}, at: time.Now()}
+	for name, pid := range pids {
+		m.start[name] = readProc(pid).CPU
+	}
+	return m
+}
+
+// Split returns CPU seconds per process since the meter started.
+func (m *cpuMeter) Split() map[string]float64 {
+	out := map[string]float64{"wall": time.Since(m.at).Seconds()}
+	for name, pid := range m.pids {
+		out[name] = (readProc(pid).CPU - m.start[name]).Seconds()
+	}
+	return out
+}
+
+// Machine describes where a run happened.
+type Machine struct {
+	CPUModel     string `json:"cpu_model"`
+	Cores        int    `json:"cores"`
+	MemoryBytes  int64  `json:"memory_bytes"`
+	GoVersion    string `json:"go_version"`
+	RedisVersion string `json:"redis_server_version"`
+	Kernel       string `json:"kernel"`
+	OSArch       string `json:"os_arch"`
+}
+
+func describeMachine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OSArch: runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				m.MemoryBytes = parseKB(v)
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
+		for _, f := range strings.Fields(string(out)) {
+			if v, ok := strings.CutPrefix(f, "v="); ok {
+				m.RedisVersion = v
+			}
+		}
+	}
+	return m
+}
+
+// loadAverage is the 1-minute load average.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}

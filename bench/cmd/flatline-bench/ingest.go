@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/devenv"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// IngestResult is scenario 1 (resets/s against the Redis ceiling) and
+// scenario 5 (process cost), which is measured during it.
+type IngestResult struct {
+	Devices        int         `json:"devices"`
+	Heartbeats     int         `json:"heartbeats"`
+	Partitions     int         `json:"partitions"`
+	Shards         int         `json:"shards"`
+	PreloadSeconds float64     `json:"preload_seconds"`
+	Exact          *IngestRun  `json:"exact"`
+	Coalesced      *IngestRun  `json:"coalesced,omitempty"`
+	Ceiling        *CeilingRun `json:"ceiling"`
+	// RatioExact and RatioCoalesced are heartbeats/s (from start) over
+	// the ceiling's members/s.
+	RatioExact     float64 `json:"ratio_exact_to_ceiling"`
+	RatioCoalesced float64 `json:"ratio_coalesced_to_ceiling,omitempty"`
+}
+
+// IngestRun is one flatline run over the preloaded backlog.
+type IngestRun struct {
+	Mode      string `json:"mode"`
+	Completed bool   `json:"completed"`
+	// FromStartSeconds: child process started → group lag 0 and every
+	// device tracked. FirstWriteSeconds: started → first device tracked
+	// (process start, group join, first fetch).
+	FromStartSeconds  float64 `json:"from_start_seconds"`
+	FirstWriteSeconds float64 `json:"first_write_seconds"`
+	// HeartbeatsPerSecond = heartbeats / FromStartSeconds (the figure
+	// the targets use); SteadyPerSecond excludes the start.
+	HeartbeatsPerSecond float64 `json:"heartbeats_per_second"`
+	SteadyPerSecond     float64 `json:"steady_heartbeats_per_second"`
+	Consumed            float64 `json:"heartbeats_consumed"`
+	RedisWrites         float64 `json:"redis_deadline_writes"`
+	RedisBatches        float64 `json:"redis_write_batches"`
+	Coalesced           float64 `json:"resets_coalesced"`
+	// Process cost (scenario 5): the flatline process alone.
+	CPUSeconds           float64            `json:"flatline_cpu_seconds"`
+	CPUSecondsPerMillion float64            `json:"flatline_cpu_seconds_per_million_heartbeats"`
+	PeakRSSBytes         int64              `json:"flatline_peak_rss_bytes"`
+	CPUSplit             map[string]float64 `json:"cpu_seconds_by_process"`
+	RedisTop             []RedisCommand     `json:"redis_top_commands"`
+	Profile              string             `json:"cpu_profile,omitempty"`
+}
+
+// CeilingRun is variadic ZADD GT pipelined from Go into the same keys.
+type CeilingRun struct {
+	Seconds          float64            `json:"seconds"`
+	MembersPerSecond float64            `json:"members_per_second"`
+	Workers          int                `json:"workers"`
+	PipelineDepth    int                `json:"pipeline_commands"`
+	PairsPerCommand  int                `json:"pairs_per_command"`
+	CPUSplit         map[string]float64 `json:"cpu_seconds_by_process"`
+}
+
+// RedisCommand is one line of the INFO commandstats difference.
+type RedisCommand struct {
+	Command     string  `json:"command"`
+	Calls       int64   `json:"calls"`
+	Seconds     float64 `json:"seconds"`
+	UsecPerCall float64 `json:"usec_per_call"`
+	Share       float64 `json:"share"`
+}
+
+func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
+	kc := configs.Default().Kafka
+	brokers, stopKafka, err := devenv.StartKafka(ctx, o.partitions, kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic)
+	if err != nil {
+		return nil, err
+	}
+	defer stopKafka()
+	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
+	res := &IngestResult{Devices: o.ingestDevices, Heartbeats: rounds * o.ingestDevices, Partitions: o.partitions, Shards: o.shards}
+	ids := deviceIDs("dev-", o.ingestDevices)
+
+	// A fleet beating every second for the last `rounds` seconds.
+	status("ingest: preloading %d heartbeats of %d devices into %s (%d partitions)", res.Heartbeats, res.Devices, kc.SignalsTopic, o.partitions)
+	start := time.Now()
+	ends, err := preload(ctx, brokers, kc.SignalsTopic, ids, rounds, start.Add(-time.Duration(rounds)*time.Second), time.Second)
+	if err != nil {
+		return nil, err
+	}
+	res.PreloadSeconds = time.Since(start).Seconds()
+	status("ingest: preloaded in %.1fs", res.PreloadSeconds)
+
+	rp, err := startRedis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rp.Close()
+	st := shard.NewStore(rp.rdb, shard.NewKeys(keyPrefix))
+
+	res.Exact, err = ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, "exact", 0)
+	if err != nil {
+		return nil, err
+	}
+	status("ingest: exact %.0f heartbeats/s from start (%.0f/s after the first write)", res.Exact.HeartbeatsPerSecond, res.Exact.SteadyPerSecond)
+
+	res.Ceiling, err = redisCeiling(ctx, rp, ids, o.shards, o.ceilingDuration)
+	if err != nil {
+		return nil, err
+	}
+	status("ingest: Redis ceiling %.0f members/s", res.Ceiling.MembersPerSecond)
+	if res.Ceiling.MembersPerSecond > 0 {
+		res.RatioExact = res.Exact.HeartbeatsPerSecond / res.Ceiling.MembersPerSecond
+	}
+
+	if o.coalesceWindow > 0 {
+		if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
+			return nil, err
+		}
+		res.Coalesced, err = ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, "coalesce_window="+o.coalesceWindow.String(), o.coalesceWindow)
+		if err != nil {
+			return nil, err
+		}
+		if res.Ceiling.MembersPerSecond > 0 {
+			res.RatioCoalesced = res.Coalesced.HeartbeatsPerSecond / res.Ceiling.MembersPerSecond
+		}
+		status("ingest: coalesced %.0f heartbeats/s from start", res.Coalesced.HeartbeatsPerSecond)
+	}
+	return res, nil
+}
+
+// ingestOnce runs flatline (ingest role only) over the preloaded backlog
+// from offset 0 with a fresh consumer group and times it.
+func ingestOnce(ctx context.Context, o *options, brokers []string, rp *redisProc, st *shard.Store, ends map[int]int64, heartbeats int, mode string, coalesce time.Duration) (*IngestRun, error) {
+	kc := configs.Default().Kafka
+	group := "bench-" + strings.NewReplacer("=", "-", ".", "-").Replace(mode)
+	run := &IngestRun{Mode: mode}
+	run.Profile = o.profilePath("ingest-" + group)
+	cmdBefore, _ := rp.CommandStats(ctx)
+	fl, err := startFlatline(map[string]string{
+		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "kafka.group_id": group,
+		"roles": "ingest", "log.level": "warn", "shards.initial_count": fmt.Sprint(o.shards),
+		"ingest.coalesce_window": coalesce.String(),
+	}, run.Profile)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.Stop(15 * time.Second)
+	meter := newCPUMeter(map[string]int{"flatline": fl.PID, "redis": rp.PID, "bench+kfake": selfPID()})
+	want := int64(o.ingestDevices)
+	var first time.Time
+	deadline := fl.Started.Add(o.ingestTimeout)
+	for {
+		if exited, err := fl.Exited(); exited {
+			return nil, fmt.Errorf("flatline exited: %v", err)
+		}
+		n, err := tracked(ctx, st, o.shards)
+		if err == nil && n > 0 && first.IsZero() {
+			first = time.Now()
+		}
+		if err == nil && n >= want {
+			committed, err := groupCommitted(ctx, brokers, group, kc.SignalsTopic, o.partitions)
+			caughtUp := err == nil
+			for p, end := range ends {
+				caughtUp = caughtUp && committed[p] >= end
+			}
+			if caughtUp {
+				run.Completed = true
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			status("ingest %s: not caught up within %s; reporting the partial rate", mode, o.ingestTimeout)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	done := time.Now()
+	ps := fl.Proc()
+	run.CPUSplit = meter.Split()
+	m, err := fl.Metrics(ctx)
+	if err == nil {
+		run.Consumed = sumMetric(m, "flatline_heartbeats_consumed_total")
+		run.RedisWrites = sumMetric(m, "flatline_redis_deadline_writes_total")
+		run.RedisBatches = sumMetric(m, "flatline_redis_write_batches_total")
+		run.Coalesced = sumMetric(m, "flatline_resets_coalesced_total")
+	}
+	if cmdAfter, err := rp.CommandStats(ctx); err == nil {
+		run.RedisTop = topCommands(cmdBefore, cmdAfter, 5)
+	}
+	if err := fl.Stop(15 * time.Second); err != nil {
+		status("ingest %s: %v", mode, err)
+	}
+	run.FromStartSeconds = done.Sub(fl.Started).Seconds()
+	hb := float64(heartbeats)
+	if !run.Completed {
+		hb = run.Consumed
+	}
+	run.HeartbeatsPerSecond = hb / run.FromStartSeconds
+	if !first.IsZero() {
+		run.FirstWriteSeconds = first.Sub(fl.Started).Seconds()
+		if s := done.Sub(first).Seconds(); s > 0 {
+			run.SteadyPerSecond = hb / s
+		}
+	}
+	run.CPUSeconds = ps.CPU.Seconds()
+	run.CPUSecondsPerMillion = run.CPUSeconds / (hb / 1e6)
+	run.PeakRSSBytes = ps.PeakRSS
+	return run, nil
+}
+
+// redisCeiling measures how many deadline resets per second Redis itself
+// takes: variadic ZADD GT of existing members with later scores, pipelined
+// one command per shard key, from several connections at once.
+func redisCeiling(ctx context.Context, rp *redisProc, ids []string, shards int, dur time.Duration) (*CeilingRun, error) {
+	const (
+		workers = 4
+		pairs   = 256 // an ingest batch of 4096 spread over 16 shards
+	)
+	keys := shard.NewKeys(keyPrefix)
+	per := make([][]string, shards)
+	for _, id := range ids {
+		i := shard.Of(shard.Hash(id), shards)
+		per[i] = append(per[i], id)
+	}
+	c := &CeilingRun{Workers: workers, PipelineDepth: shards, PairsPerCommand: pairs}
+	rdb := redis.NewClient(&redis.Options{Addr: rp.Addr, PoolSize: workers})
+	defer rdb.Close()
+	var total atomic.Int64
+	var seq atomic.Int64
+	base := time.Now().Add(time.Hour).UnixMilli()
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	meter := newCPUMeter(map[string]int{"redis": rp.PID, "bench": selfPID()})
+	start := time.Now()
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			cursor := make([]int, shards)
+			for i := range cursor {
+				cursor[i] = (w * pairs) % max(1, len(per[i]))
+			}
+			args := make([][]any, shards)
+			for ctx.Err() == nil {
+				score := shard.Score(base+seq.Add(1), 0)
+				n := 0
+				_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for i := 0; i < shards; i++ {
+						members := per[i]
+						if len(members) == 0 {
+							continue
+						}
+						a := append(args[i][:0], "ZADD", keys.Deadlines(i), "GT")
+						for k := 0; k < pairs && k < len(members); k++ {
+							a = append(a, score, members[cursor[i]])
+							cursor[i]++
+							if cursor[i] == len(members) {
+								cursor[i] = 0
+							}
+							n++
+						}
+						args[i] = a
+						p.Do(ctx, a...)
+					}
+					return nil
+				})
+				if err != nil {
+					if ctx.Err() == nil {
+						firstErr.CompareAndSwap(nil, err)
+					}
+					return
+				}
+				total.Add(int64(n))
+			}
+		}(w)
+	}
+	wg.Wait()
+	c.Seconds = time.Since(start).Seconds()
+	c.CPUSplit = meter.Split()
+	if e, ok := firstErr.Load().(error); ok && e != nil {
+		return nil, fmt.Errorf("ceiling: %w", e)
+	}
+	c.MembersPerSecond = float64(total.Load()) / c.Seconds
+	return c, nil
+}

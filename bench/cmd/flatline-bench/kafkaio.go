@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The load side talks to Kafka with franz-go (kgo): it is the fastest Go
+// client, so the generators cost the shared CPU as little as possible.
+// flatline itself uses kafka-go, as in production.
+
+func newProducer(brokers []string, topic string) (*kgo.Client, error) {
+	return kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.DefaultProduceTopic(topic),
+		// Keyed records are partitioned with murmur2, like Java clients
+		// and the device fleets flatline serves: a device stays on one
+		// partition, in order.
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(1<<20),
+		kgo.MaxBufferedRecords(1<<17),
+		kgo.RequiredAcks(kgo.LeaderAck()),
+		kgo.DisableIdempotentWrite(),
+		kgo.ProducerLinger(2*time.Millisecond),
+	)
+}
+
+// heartbeat appends a JSON heartbeat as simulate sends it.
+func heartbeat(dst []byte, id string, tsMs int64) []byte {
+	dst = append(dst, `{"device_id":"`...)
+	dst = append(dst, id...)
+	dst = append(dst, `","ts":`...)
+	dst = strconv.AppendInt(dst, tsMs, 10)
+	return append(dst, '}')
+}
+
+// preload writes rounds beats of every device to topic, round after round
+// as a fleet beating every period would have sent them: device d's beat k
+// is at base + k*period + d*period/devices (record timestamp = ts). It
+// returns the end offset of every partition.
+func preload(ctx context.Context, brokers []string, topic string, ids []string, rounds int, base time.Time, period time.Duration) (map[int]int64, error) {
+	cl, err := newProducer(brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var mu sync.Mutex
+	ends := map[int]int64{}
+	var firstErr atomic.Value
+	n := len(ids)
+	for k := 0; k < rounds; k++ {
+		for d, id := range ids {
+			at := base.Add(time.Duration(k)*period + time.Duration(int64(d)*int64(period)/int64(n)))
+			rec := &kgo.Record{Key: []byte(id), Value: heartbeat(make([]byte, 0, 48), id, at.UnixMilli()), Timestamp: at}
+			cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				mu.Lock()
+				if r.Offset+1 > ends[int(r.Partition)] {
+					ends[int(r.Partition)] = r.Offset + 1
+				}
+				mu.Unlock()
+			})
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return nil, err
+	}
+	if e, ok := firstErr.Load().(error); ok && e != nil {
+		return nil, fmt.Errorf("preload: %w", e)
+	}
+	return ends, nil
+}
+
+// rateProducer sends heartbeats of ids round-robin at rate per second,
+// stamped with the wall clock, until stopped.
+type rateProducer struct {
+	sent, failed atomic.Int64
+	stop         context.CancelFunc
+	done         chan struct{}
+}
+
+func startRateProducer(brokers []string, topic string, ids []string, rate int) (*rateProducer, error) {
+	cl, err := newProducer(brokers, topic)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &rateProducer{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		defer cl.Close()
+		const tick = 5 * time.Millisecond
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		start := time.Now()
+		next := 0
+		var due int64
+		for {
+			select {
+			case <-ctx.Done():
+				fctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = cl.Flush(fctx)
+				c()
+				return
+			case now := <-t.C:
+				// Catch up with the schedule rather than tick by tick, so a
+				// late tick does not lower the rate.
+				want := int64(now.Sub(start).Seconds() * float64(rate))
+				tsMs := now.UnixMilli()
+				for ; due < want; due++ {
+					id := ids[next]
+					next++
+					if next == len(ids) {
+						next = 0
+					}
+					rec := &kgo.Record{Key: []byte(id), Value: heartbeat(make([]byte, 0, 48), id, tsMs), Timestamp: now}
+					cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+						if err != nil {
+							p.failed.Add(1)
+						} else {
+							p.sent.Add(1)
+						}
+					})
+				}
+			}
+		}
+	}()
+	return p, nil
+}
+
+func (p *rateProducer) Stop() {
+	p.stop()
+	<-p.done
+}
+
+// arrival is one record of the timeouts topic as the test consumer saw it.
+type arrival struct {
+	key       string
+	value     []byte
+	timestamp time.Time // the record timestamp: detected_at_ms
+	at        time.Time // when the consumer received it
+}
+
+// consumer reads every partition of a topic from the start and hands each
+// record to fn, from one goroutine.
+type consumer struct {
+	cl   *kgo.Client
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func startConsumer(brokers []string, topic string, fn func(arrival)) (*consumer, error) {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.FetchMaxBytes(32<<20),
+		kgo.FetchMaxPartitionBytes(8<<20),
+	)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &consumer{cl: cl, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			now := time.Now()
+			fs.EachRecord(func(r *kgo.Record) {
+				fn(arrival{key: string(r.Key), value: r.Value, timestamp: r.Timestamp, at: now})
+			})
+		}
+	}()
+	return c, nil
+}
+
+func (c *consumer) Stop() {
+	c.stop()
+	<-c.done
+	c.cl.Close()
+}
+
+// groupCommitted returns the committed offsets of group on topic.
+func groupCommitted(ctx context.Context, brokers []string, group, topic string, partitions int) (map[int]int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
+	parts := make([]int, partitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	resp, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	out := map[int]int64{}
+	for _, p := range resp.Topics[topic] {
+		if p.Error == nil {
+			out[p.Partition] = p.CommittedOffset
+		}
+	}
+	return out, nil
+}

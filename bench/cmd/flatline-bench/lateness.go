@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/devenv"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// LatenessResult is scenario 2: how late timeouts are detected and
+// published while a large fleet keeps resetting.
+type LatenessResult struct {
+	Devices            int     `json:"devices"`
+	LoadSeconds        float64 `json:"load_seconds"`
+	BackgroundRate     int     `json:"background_resets_per_second_target"`
+	BackgroundSent     float64 `json:"background_sent_per_second"`
+	BackgroundIngested float64 `json:"background_ingested_per_second"`
+	Probes             int     `json:"probes"`
+	SpreadSeconds      float64 `json:"spread_seconds"`
+	Received           int     `json:"received"`
+	Duplicates         int     `json:"duplicates"`
+	// AckUpperBound: the event's arrival at the test consumer − its
+	// deadline (an upper bound of "acknowledged by Kafka − deadline").
+	AckUpperBound Dist `json:"arrival_minus_deadline"`
+	// Detected: detected_at_ms − deadline_ms, as the event says.
+	Detected Dist `json:"detected_minus_deadline"`
+	// FlatlineAckP99 is flatline's own histogram (deadline → Kafka ack)
+	// p99, as the upper bound of its bucket.
+	FlatlineAckP99Ms float64 `json:"flatline_histogram_p99_bucket_ms"`
+	WatermarkLagMs   float64 `json:"watermark_lag_ms_at_end"`
+	// WatermarkLag samples now − min over partitions of wm(p) every 20 ms
+	// during the window: scanners fire nothing newer, so this is the floor
+	// of detection lateness.
+	WatermarkLag Dist               `json:"watermark_lag_sampled"`
+	CPUSplit     map[string]float64 `json:"cpu_seconds_by_process"`
+	RedisTop     []RedisCommand     `json:"redis_top_commands"`
+	Profile      string             `json:"cpu_profile,omitempty"`
+}
+
+type eventFields struct {
+	Type       string `json:"type"`
+	DeviceID   string `json:"device_id"`
+	DeadlineMs int64  `json:"deadline_ms"`
+	DetectedMs int64  `json:"detected_at_ms"`
+}
+
+func runLateness(ctx context.Context, o *options) (*LatenessResult, error) {
+	kc := configs.Default().Kafka
+	brokers, stopKafka, err := devenv.StartKafka(ctx, o.partitions, kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic)
+	if err != nil {
+		return nil, err
+	}
+	defer stopKafka()
+	rp, err := startRedis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rp.Close()
+	st, err := rp.Store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &LatenessResult{Devices: o.latDevices, BackgroundRate: o.latRate, Probes: o.latProbes, SpreadSeconds: o.latSpread.Seconds()}
+
+	// The fleet: deadlines 40–100 s out, so none expires during the run;
+	// heartbeats (timeout 120 s) move every one of them later.
+	status("lateness: tracking %d devices through Store.Write", o.latDevices)
+	ids := deviceIDs("bg-", o.latDevices)
+	now := time.Now().UnixMilli()
+	n := int64(len(ids))
+	load, err := loadDeadlines(ctx, st, o.shards, ids, func(k int) int64 { return now + 40_000 + int64(k)*60_000/n })
+	if err != nil {
+		return nil, err
+	}
+	res.LoadSeconds = load.Seconds()
+	status("lateness: loaded in %.1fs", res.LoadSeconds)
+
+	res.Profile = o.profilePath("lateness")
+	fl, err := startFlatline(map[string]string{
+		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "log.level": "warn",
+		"shards.initial_count": fmt.Sprint(o.shards), "timeouts.default": "120s",
+	}, res.Profile)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.Stop(15 * time.Second)
+	if _, err := waitReady(ctx, st, fl, o.partitions, o.shards, 30*time.Second); err != nil {
+		return nil, err
+	}
+
+	var mu sync.Mutex
+	type seen struct{ arrival, detected []float64 }
+	var got seen
+	ids2 := map[string]bool{}
+	dups := 0
+	cons, err := startConsumer(brokers, kc.TimeoutsTopic, func(a arrival) {
+		if !strings.HasPrefix(a.key, "probe-") {
+			return
+		}
+		var ev eventFields
+		if json.Unmarshal(a.value, &ev) != nil || ev.Type != "timeout" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ids2[ev.DeviceID] {
+			dups++
+			return
+		}
+		ids2[ev.DeviceID] = true
+		got.arrival = append(got.arrival, float64(a.at.UnixMicro())/1e3-float64(ev.DeadlineMs))
+		got.detected = append(got.detected, float64(ev.DetectedMs-ev.DeadlineMs))
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Stop()
+
+	status("lateness: background load %d heartbeats/s", o.latRate)
+	prod, err := startRateProducer(brokers, kc.SignalsTopic, ids, o.latRate)
+	if err != nil {
+		return nil, err
+	}
+	defer prod.Stop()
+	time.Sleep(2 * time.Second) // let ingest settle into the load
+	m0, _ := fl.Metrics(ctx)
+	sent0 := prod.sent.Load()
+	cmdBefore, _ := rp.CommandStats(ctx)
+	meter := newCPUMeter(map[string]int{"flatline": fl.PID, "redis": rp.PID, "bench+kfake": selfPID()})
+	t0 := time.Now()
+
+	// The probes: deadlines spread evenly over the window, written directly.
+	probes := deviceIDs("probe-", o.latProbes)
+	first := time.Now().Add(time.Second).UnixMilli()
+	spreadMs := o.latSpread.Milliseconds()
+	var b shard.Batch
+	b.Reset(o.shards)
+	for k, id := range probes {
+		b.Add(shard.Of(shard.Hash(id), o.shards), id, shard.Score(first+int64(k)*spreadMs/int64(len(probes)), 0), 0)
+	}
+	if _, err := st.Write(ctx, &b); err != nil {
+		return nil, err
+	}
+	status("lateness: %d deadlines over the next %s", o.latProbes, o.latSpread)
+	end := time.UnixMilli(first + spreadMs).Add(15 * time.Second)
+	var wmLag []float64
+	stopWM := make(chan struct{})
+	wmDone := make(chan struct{})
+	go func() {
+		defer close(wmDone)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopWM:
+				return
+			case <-t.C:
+			}
+			wms, _, err := st.Watermarks(ctx)
+			if err != nil || len(wms) == 0 {
+				continue
+			}
+			lo := int64(1 << 62)
+			for _, v := range wms {
+				lo = min(lo, v)
+			}
+			wmLag = append(wmLag, float64(time.Now().UnixMicro())/1e3-float64(lo))
+		}
+	}()
+	for {
+		mu.Lock()
+		k := len(got.arrival)
+		mu.Unlock()
+		if k >= len(probes) || time.Now().After(end) {
+			break
+		}
+		if exited, err := fl.Exited(); exited {
+			return nil, fmt.Errorf("flatline exited: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	elapsed := time.Since(t0).Seconds()
+	close(stopWM)
+	<-wmDone
+	res.WatermarkLag = distOf(wmLag)
+	res.CPUSplit = meter.Split()
+	m1, err := fl.Metrics(ctx)
+	if err == nil && m0 != nil {
+		res.BackgroundIngested = (sumMetric(m1, "flatline_heartbeats_consumed_total") - sumMetric(m0, "flatline_heartbeats_consumed_total")) / elapsed
+		bound, _ := histQuantile(m0, m1, "flatline_detection_lateness_seconds", 0.99)
+		res.FlatlineAckP99Ms = bound * 1e3
+		res.WatermarkLagMs = sumMetric(m1, "flatline_watermark_lag_seconds") * 1e3
+	}
+	res.BackgroundSent = float64(prod.sent.Load()-sent0) / elapsed
+	if cmdAfter, err := rp.CommandStats(ctx); err == nil {
+		res.RedisTop = topCommands(cmdBefore, cmdAfter, 5)
+	}
+	mu.Lock()
+	res.Received, res.Duplicates = len(got.arrival), dups
+	res.AckUpperBound = distOf(got.arrival)
+	res.Detected = distOf(got.detected)
+	mu.Unlock()
+	return res, nil
+}

@@ -1,0 +1,269 @@
+// Command flatline-bench measures flatline end to end on this machine, the
+// scenarios of issue #7, and prints a table and writes a JSON result under
+// bench/results/ with the machine's description.
+//
+// Every scenario gets a fresh redis-server (a child process, never a Redis
+// already running) and a fresh Kafka: franz-go's kfake, in this process,
+// reached over TCP. flatline runs as a child process — this binary
+// re-executed as `flatline-bench child`, which is `flatline serve`
+// configured through FLATLINE_* variables — so its CPU time and peak RSS are
+// its own. Load generators and consumers use franz-go.
+//
+//  1. ingest: a preloaded backlog of heartbeats; time from flatline's start
+//     until the group lag is 0 and every device is tracked; the Redis
+//     ceiling (variadic ZADD GT pipelined from Go into the same keys); the
+//     same with ingest.coalesce_window.
+//  2. lateness: a large tracked fleet under a background reset load, a
+//     sparse set of deadlines; event arrival − deadline.
+//  3. mass expiry: every device due at the same moment; drain rate.
+//  4. memory: Redis bytes per device against a bare ZSET.
+//  5. process cost: flatline's CPU and peak RSS, from scenarios 1 and 3.
+//  6. peers: bench/peers (a separate module) run on a fresh redis-server.
+//  7. micro: `go test -bench` output, when given with -micro.
+//
+// Usage (see `make bench`):
+//
+//	flatline-bench [-scenarios memory,ingest,lateness,mass,peers] [-scale 0.5]
+//	    [-peers bin/flatline-bench-peers] [-micro file] [-cpuprofile prefix] [-out bench/results]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	scenarios  string
+	scale      float64
+	out        string
+	cpuprofile string
+	markdown   bool
+	partitions int
+	shards     int
+
+	ingestDevices    int
+	ingestHeartbeats int
+	coalesceWindow   time.Duration
+	ceilingDuration  time.Duration
+	ingestTimeout    time.Duration
+
+	latDevices int
+	latRate    int
+	latProbes  int
+	latSpread  time.Duration
+
+	massDevices int
+	massMargin  time.Duration
+	massTimeout time.Duration
+
+	memDevices int
+
+	peersBin  string
+	peersArgs string
+	micro     string
+
+	profiles []string
+}
+
+// The sizes of issue #7.
+var issueSizes = map[string]int{
+	"ingest-devices": 200_000, "ingest-heartbeats": 2_000_000, "lat-devices": 1_000_000,
+	"lat-rate": 100_000, "lat-probes": 2000, "mass-devices": 1_000_000, "mem-devices": 1_000_000,
+}
+
+var started = time.Now()
+
+func status(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func selfPID() int { return os.Getpid() }
+
+func (o *options) profilePath(name string) string {
+	if o.cpuprofile == "" {
+		return ""
+	}
+	p := o.cpuprofile + "-" + name + ".pprof"
+	o.profiles = append(o.profiles, p)
+	return p
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == childArg {
+		os.Exit(runChild())
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	o := &options{}
+	fs := flag.NewFlagSet("flatline-bench", flag.ExitOnError)
+	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,lateness,mass,peers", "comma-separated scenarios to run (peers needs -peers)")
+	fs.Float64Var(&o.scale, "scale", 1, "multiply every device and heartbeat count (not rates) by this; the output says so")
+	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON result (empty: none)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write CPU profiles to PREFIX-<scenario>.pprof (flatline) and PREFIX-bench.pprof (this process)")
+	fs.BoolVar(&o.markdown, "markdown", false, "also print the table as Markdown")
+	fs.IntVar(&o.partitions, "partitions", 8, "partitions of every topic")
+	fs.IntVar(&o.shards, "shards", 16, "shards.initial_count")
+	fs.IntVar(&o.ingestDevices, "ingest-devices", issueSizes["ingest-devices"], "scenario 1: devices")
+	fs.IntVar(&o.ingestHeartbeats, "ingest-heartbeats", issueSizes["ingest-heartbeats"], "scenario 1: heartbeats (a multiple of the devices: one per device per second)")
+	fs.DurationVar(&o.coalesceWindow, "coalesce", 10*time.Second, "scenario 1: ingest.coalesce_window of the second run (0: skip it)")
+	fs.DurationVar(&o.ceilingDuration, "ceiling", 5*time.Second, "scenario 1: how long to measure the Redis ceiling")
+	fs.DurationVar(&o.ingestTimeout, "ingest-timeout", 2*time.Minute, "scenario 1: give up on a run after this long")
+	fs.IntVar(&o.latDevices, "lat-devices", issueSizes["lat-devices"], "scenario 2: tracked devices")
+	fs.IntVar(&o.latRate, "lat-rate", issueSizes["lat-rate"], "scenario 2: background heartbeats per second")
+	fs.IntVar(&o.latProbes, "lat-probes", issueSizes["lat-probes"], "scenario 2: deadlines measured")
+	fs.DurationVar(&o.latSpread, "lat-spread", 10*time.Second, "scenario 2: window the deadlines are spread over")
+	fs.IntVar(&o.massDevices, "mass-devices", issueSizes["mass-devices"], "scenario 3: devices silent at once")
+	fs.DurationVar(&o.massMargin, "mass-margin", 0, "scenario 3: time from the start of the load to the shared deadline (0: from the measured load rate)")
+	fs.DurationVar(&o.massTimeout, "mass-timeout", 30*time.Second, "scenario 3: stop waiting this long after the deadline (the rate is then over what arrived)")
+	fs.IntVar(&o.memDevices, "mem-devices", issueSizes["mem-devices"], "scenario 4: devices")
+	fs.StringVar(&o.peersBin, "peers", "", "the bench/peers binary (scenario 6)")
+	fs.StringVar(&o.peersArgs, "peers-args", "", "extra arguments for the peers binary")
+	fs.StringVar(&o.micro, "micro", "", "a `go test -bench` output file to include (scenario 7)")
+	_ = fs.Parse(os.Args[1:])
+
+	scaled := func(p *int) {
+		if o.scale != 1 {
+			*p = max(1, int(float64(*p)*o.scale))
+		}
+	}
+	for _, p := range []*int{&o.ingestDevices, &o.ingestHeartbeats, &o.latDevices, &o.massDevices, &o.memDevices} {
+		scaled(p)
+	}
+	o.latProbes = min(o.latProbes, o.latDevices)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile + "-bench.pprof")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "flatline-bench:", err)
+			return 2
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "flatline-bench:", err)
+			return 2
+		}
+		o.profiles = append(o.profiles, f.Name())
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
+
+	res := &Result{
+		Run:     started.UTC().Format("2006-01-02T15:04:05Z"),
+		Command: strings.Join(os.Args, " "),
+		Machine: describeMachine(),
+		Scale:   o.describeScale(),
+		Settings: map[string]string{
+			"partitions": fmt.Sprint(o.partitions), "shards": fmt.Sprint(o.shards),
+			"flatline": "defaults (configs.Default) unless a scenario says otherwise; heartbeats are JSON {device_id, ts}",
+			"kafka":    "kfake (franz-go) in the bench process, over TCP; producers/consumers: franz-go, no compression",
+		},
+		Errors:      map[string]string{},
+		LoadAverage: [2]float64{loadAverage(), 0},
+	}
+	status("flatline-bench on %s (%d cores); %s", res.Machine.CPUModel, res.Machine.Cores, res.Scale)
+
+	want := map[string]bool{}
+	for _, s := range strings.Split(o.scenarios, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+	runOne := func(name string, fn func() error) {
+		if !want[name] || ctx.Err() != nil {
+			return
+		}
+		t := time.Now()
+		if err := fn(); err != nil {
+			status("%s: FAILED: %v", name, err)
+			res.Errors[name] = err.Error()
+			return
+		}
+		status("%s: done in %.1fs", name, time.Since(t).Seconds())
+	}
+	runOne("memory", func() (err error) { res.Memory, err = runMemory(ctx, o); return })
+	runOne("ingest", func() (err error) { res.Ingest, err = runIngest(ctx, o); return })
+	runOne("lateness", func() (err error) { res.Lateness, err = runLateness(ctx, o); return })
+	runOne("mass", func() (err error) {
+		if o.massMargin == 0 {
+			rate := 300_000.0 // members/s through Store.Write, when memory did not run
+			if res.Memory != nil && res.Memory.StoreWritesPerSec > 0 {
+				rate = res.Memory.StoreWritesPerSec
+			}
+			o.massMargin = time.Second + time.Duration(1.5*float64(o.massDevices)/rate*float64(time.Second))
+		}
+		res.Mass, err = runMass(ctx, o)
+		return
+	})
+	if o.peersBin != "" {
+		runOne("peers", func() (err error) { res.Peers, err = runPeers(ctx, o); return })
+	}
+	if o.micro != "" {
+		micro, raw, err := readMicro(o.micro)
+		if err != nil {
+			res.Errors["micro"] = err.Error()
+		}
+		res.Micro = micro
+		if o.out != "" && raw != "" {
+			// benchstat reads the raw text.
+			_ = os.MkdirAll(o.out, 0o755)
+			name := strings.NewReplacer(":", "", "-", "").Replace(res.Run)
+			_ = os.WriteFile(o.out+"/"+name+".micro.txt", []byte(raw), 0o644)
+		}
+	}
+	res.DurationSeconds = time.Since(started).Seconds()
+	res.LoadAverage[1] = loadAverage()
+	res.Profiles = o.profiles
+	if len(res.Errors) == 0 {
+		res.Errors = nil
+	}
+	res.buildTable()
+	res.printTable(os.Stdout)
+	if o.markdown {
+		fmt.Println()
+		res.printMarkdown(os.Stdout)
+	}
+	if o.out != "" {
+		path, err := res.write(o.out)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "flatline-bench:", err)
+			return 1
+		}
+		fmt.Printf("\nresult: %s\n", path)
+	}
+	if len(o.profiles) > 0 {
+		fmt.Printf("profiles: %s (go tool pprof -top <file>)\n", strings.Join(o.profiles, " "))
+	}
+	if ctx.Err() != nil || len(res.Errors) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// describeScale says how the sizes relate to issue #7's.
+func (o *options) describeScale() string {
+	got := map[string]int{
+		"ingest-devices": o.ingestDevices, "ingest-heartbeats": o.ingestHeartbeats, "lat-devices": o.latDevices,
+		"lat-rate": o.latRate, "lat-probes": o.latProbes, "mass-devices": o.massDevices, "mem-devices": o.memDevices,
+	}
+	var diffs []string
+	for _, k := range []string{"ingest-devices", "ingest-heartbeats", "lat-devices", "lat-rate", "lat-probes", "mass-devices", "mem-devices"} {
+		if got[k] != issueSizes[k] {
+			diffs = append(diffs, fmt.Sprintf("%s %s (issue: %s)", k, num(got[k]), num(issueSizes[k])))
+		}
+	}
+	if len(diffs) == 0 {
+		return "the sizes of issue #7"
+	}
+	return "NOT the issue's sizes: " + strings.Join(diffs, ", ")
+}

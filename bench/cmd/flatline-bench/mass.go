@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/devenv"
+)
+
+// MassResult is scenario 3: every device silent at once.
+type MassResult struct {
+	Devices int `json:"devices"`
+	// LoadEndBeforeDeadline is how long before the shared deadline the
+	// direct load finished (negative: after it, so some members were
+	// written already due).
+	LoadSeconds           float64 `json:"load_seconds"`
+	LoadEndBeforeDeadline float64 `json:"load_end_before_deadline_seconds"`
+	Received              int     `json:"received"`
+	Unique                int     `json:"unique"`
+	// FirstSeconds / LastSeconds: arrival of the first / last event at the
+	// test consumer after the deadline. DrainedSeconds: deadline → every
+	// member removed from its shard (removal follows Kafka's ack).
+	FirstSeconds   float64 `json:"first_event_after_deadline_seconds"`
+	LastSeconds    float64 `json:"last_event_after_deadline_seconds"`
+	DrainedSeconds float64 `json:"shards_empty_after_deadline_seconds"`
+	// EventsPerSecond = devices / LastSeconds; PeakPerSecond is the best
+	// one-second window.
+	EventsPerSecond      float64            `json:"events_per_second"`
+	PeakPerSecond        float64            `json:"peak_events_per_second"`
+	CPUSeconds           float64            `json:"flatline_cpu_seconds"`
+	CPUSecondsPerMillion float64            `json:"flatline_cpu_seconds_per_million_events"`
+	PeakRSSBytes         int64              `json:"flatline_peak_rss_bytes"`
+	CPUSplit             map[string]float64 `json:"cpu_seconds_by_process"`
+	RedisTop             []RedisCommand     `json:"redis_top_commands"`
+	Profile              string             `json:"cpu_profile,omitempty"`
+	Completed            bool               `json:"completed"`
+	WaitedSeconds        float64            `json:"waited_after_deadline_seconds"`
+}
+
+func runMass(ctx context.Context, o *options) (*MassResult, error) {
+	kc := configs.Default().Kafka
+	brokers, stopKafka, err := devenv.StartKafka(ctx, o.partitions, kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic)
+	if err != nil {
+		return nil, err
+	}
+	defer stopKafka()
+	rp, err := startRedis(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rp.Close()
+	st, err := rp.Store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := &MassResult{Devices: o.massDevices}
+	res.Profile = o.profilePath("mass")
+	fl, err := startFlatline(map[string]string{
+		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "log.level": "warn",
+		"shards.initial_count": fmt.Sprint(o.shards),
+	}, res.Profile)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.Stop(15 * time.Second)
+	// Firing needs a watermark: ingest is running (on an idle signals
+	// topic) and its high-water-mark probe raises it every 20 ms.
+	if _, err := waitReady(ctx, st, fl, o.partitions, o.shards, 30*time.Second); err != nil {
+		return nil, err
+	}
+
+	var mu sync.Mutex
+	seen := make(map[string]struct{}, o.massDevices)
+	var arrivals []time.Time // one per unique event
+	received := 0
+	cons, err := startConsumer(brokers, kc.TimeoutsTopic, func(a arrival) {
+		mu.Lock()
+		defer mu.Unlock()
+		received++
+		if _, ok := seen[a.key]; ok {
+			return
+		}
+		seen[a.key] = struct{}{}
+		arrivals = append(arrivals, a.at)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Stop()
+
+	ids := deviceIDs("m-", o.massDevices)
+	deadline := time.Now().Add(o.massMargin)
+	status("mass: %d devices, all due at +%s", o.massDevices, o.massMargin)
+	load, err := loadDeadlines(ctx, st, o.shards, ids, func(int) int64 { return deadline.UnixMilli() })
+	if err != nil {
+		return nil, err
+	}
+	res.LoadSeconds = load.Seconds()
+	res.LoadEndBeforeDeadline = time.Until(deadline).Seconds()
+	if res.LoadEndBeforeDeadline < 0 {
+		status("mass: the load ended %.1fs after the deadline (raise -mass-margin)", -res.LoadEndBeforeDeadline)
+	}
+	time.Sleep(time.Until(deadline))
+	cmdBefore, _ := rp.CommandStats(ctx)
+	meter := newCPUMeter(map[string]int{"flatline": fl.PID, "redis": rp.PID, "bench+kfake": selfPID()})
+	cpu0 := fl.Proc().CPU
+	end := deadline.Add(o.massTimeout)
+	var drained time.Time
+	for {
+		mu.Lock()
+		n := len(arrivals)
+		mu.Unlock()
+		if drained.IsZero() {
+			if left, err := tracked(ctx, st, o.shards); err == nil && left == 0 {
+				drained = time.Now()
+			}
+		}
+		if n >= o.massDevices && !drained.IsZero() {
+			res.Completed = true
+			break
+		}
+		if time.Now().After(end) {
+			status("mass: not drained within %s of the deadline", o.massTimeout)
+			break
+		}
+		if exited, err := fl.Exited(); exited {
+			return nil, fmt.Errorf("flatline exited: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ps := fl.Proc()
+	res.WaitedSeconds = time.Since(deadline).Seconds()
+	res.CPUSplit = meter.Split()
+	if cmdAfter, err := rp.CommandStats(ctx); err == nil {
+		res.RedisTop = topCommands(cmdBefore, cmdAfter, 5)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	res.Received, res.Unique = received, len(arrivals)
+	if len(arrivals) > 0 {
+		res.FirstSeconds = arrivals[0].Sub(deadline).Seconds()
+		last := arrivals[len(arrivals)-1]
+		res.LastSeconds = last.Sub(deadline).Seconds()
+		res.EventsPerSecond = float64(len(arrivals)) / res.LastSeconds
+		// Best one-second window.
+		j := 0
+		for i := range arrivals {
+			for arrivals[i].Sub(arrivals[j]) > time.Second {
+				j++
+			}
+			res.PeakPerSecond = max(res.PeakPerSecond, float64(i-j+1))
+		}
+	}
+	if !drained.IsZero() {
+		res.DrainedSeconds = drained.Sub(deadline).Seconds()
+	}
+	res.CPUSeconds = (ps.CPU - cpu0).Seconds()
+	if res.Unique > 0 {
+		res.CPUSecondsPerMillion = res.CPUSeconds / (float64(res.Unique) / 1e6)
+	}
+	res.PeakRSSBytes = ps.PeakRSS
+	return res, nil
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Result is one run: what bench/results/<run>.json holds.
+type Result struct {
+	Run             string            `json:"run"`
+	Command         string            `json:"command"`
+	Machine         Machine           `json:"machine"`
+	Scale           string            `json:"scale"`
+	Settings        map[string]string `json:"settings"`
+	DurationSeconds float64           `json:"duration_seconds"`
+	// LoadAverage is /proc/loadavg's 1-minute figure before and after the
+	// run: other work on the machine skews every figure.
+	LoadAverage [2]float64        `json:"load_average_before_after"`
+	Ingest      *IngestResult     `json:"ingest,omitempty"`
+	Lateness    *LatenessResult   `json:"lateness,omitempty"`
+	Mass        *MassResult       `json:"mass_expiry,omitempty"`
+	Memory      *MemoryResult     `json:"memory,omitempty"`
+	Peers       *PeersResult      `json:"peers,omitempty"`
+	Micro       []MicroResult     `json:"micro,omitempty"`
+	Errors      map[string]string `json:"errors,omitempty"`
+	Table       []Row             `json:"table"`
+	Profiles    []string          `json:"cpu_profiles,omitempty"`
+}
+
+// Row is one line of the table.
+type Row struct {
+	Scenario string `json:"scenario"`
+	Measure  string `json:"measure"`
+	Value    string `json:"value"`
+	Target   string `json:"target,omitempty"`
+	Status   string `json:"status,omitempty"` // "met", "MISSED" or ""
+}
+
+func check(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// buildTable turns the results into rows.
+func (r *Result) buildTable() {
+	var t []Row
+	add := func(sc, measure, value, target, st string) {
+		t = append(t, Row{Scenario: sc, Measure: measure, Value: value, Target: target, Status: st})
+	}
+	if in := r.Ingest; in != nil {
+		sc := "1 ingest"
+		c := in.Ceiling
+		if e := in.Exact; e != nil {
+			add(sc, fmt.Sprintf("exact: %s heartbeats of %s devices, start → lag 0 and all tracked", num(in.Heartbeats), num(in.Devices)),
+				fmt.Sprintf("%s hb/s (%.1f s)", num(e.HeartbeatsPerSecond), e.FromStartSeconds), "≥ 300,000 hb/s", check(e.Completed && e.HeartbeatsPerSecond >= 300_000))
+			add(sc, "exact: after the first write (group join excluded)",
+				fmt.Sprintf("%s hb/s (first write at %.1f s)", num(e.SteadyPerSecond), e.FirstWriteSeconds), "", "")
+		}
+		if c != nil {
+			add(sc, fmt.Sprintf("Redis ceiling: ZADD GT ×%d pairs, %d-deep pipelines, %d conns", c.PairsPerCommand, c.PipelineDepth, c.Workers),
+				num(c.MembersPerSecond)+" resets/s", "", "")
+		}
+		if in.Exact != nil && c != nil {
+			add(sc, "exact / ceiling", fmt.Sprintf("%.2f ×", in.RatioExact), "≥ 0.4 ×", check(in.RatioExact >= 0.4))
+		}
+		if co := in.Coalesced; co != nil {
+			v := fmt.Sprintf("%s hb/s (%.1f s; %s Redis writes, %s coalesced)", num(co.HeartbeatsPerSecond), co.FromStartSeconds, num(co.RedisWrites), num(co.Coalesced))
+			if co.Coalesced == 0 {
+				v += " — coalescing had no effect in this build"
+			}
+			add(sc, fmt.Sprintf("%s, devices beating every 1 s", co.Mode), v, "", "")
+			add(sc, "coalesced / ceiling", fmt.Sprintf("%.2f ×", in.RatioCoalesced), "≥ 1.0 ×", check(co.Completed && in.RatioCoalesced >= 1.0))
+		}
+	}
+	if l := r.Lateness; l != nil {
+		sc := "2 lateness"
+		add(sc, fmt.Sprintf("%s devices, %s resets/s load (ingested %s/s), %d deadlines over %s",
+			num(l.Devices), num(l.BackgroundRate), num(l.BackgroundIngested), l.Probes, dur(l.SpreadSeconds)),
+			fmt.Sprintf("%d/%d events", l.Received, l.Probes), "all", check(l.Received == l.Probes))
+		add(sc, "arrival at consumer − deadline (≥ Kafka ack − deadline): p50 / p99 / max",
+			fmt.Sprintf("%s / %s / %s ms", ms(l.AckUpperBound.P50), ms(l.AckUpperBound.P99), ms(l.AckUpperBound.Max)), "p99 ≤ 30 ms", check(l.Received == l.Probes && l.AckUpperBound.P99 <= 30))
+		add(sc, "detected_at − deadline: p50 / p99 / max",
+			fmt.Sprintf("%s / %s / %s ms", ms(l.Detected.P50), ms(l.Detected.P99), ms(l.Detected.Max)), "", "")
+		add(sc, "flatline's histogram (deadline → Kafka ack) p99 bucket", "≤ "+ms(l.FlatlineAckP99Ms)+" ms", "", "")
+		add(sc, "watermark lag (now − min wm), sampled every 20 ms: p50 / p99 / max",
+			fmt.Sprintf("%s / %s / %s ms", ms(l.WatermarkLag.P50), ms(l.WatermarkLag.P99), ms(l.WatermarkLag.Max)), "", "")
+	}
+	if m := r.Mass; m != nil {
+		sc := "3 mass expiry"
+		got := fmt.Sprintf("%s / %.2f s", num(m.Unique), m.LastSeconds)
+		if !m.Completed {
+			got = fmt.Sprintf("only %s by +%.0f s (last at +%.2f s)", num(m.Unique), m.WaitedSeconds, m.LastSeconds)
+		}
+		add(sc, fmt.Sprintf("%s devices due at once: unique events / deadline → last arrival", num(m.Devices)),
+			got, "all within 7 s", check(m.Completed && m.LastSeconds <= 7))
+		add(sc, "drain rate (devices / deadline → last event)", num(m.EventsPerSecond)+" events/s", "≥ 150,000/s", check(m.Completed && m.EventsPerSecond >= 150_000))
+		empty := fmt.Sprintf("+%.2f s", m.DrainedSeconds)
+		if m.DrainedSeconds == 0 {
+			empty = "not yet"
+		}
+		add(sc, "best 1 s window; first event; shards empty", fmt.Sprintf("%s/s; +%.2f s; %s", num(m.PeakPerSecond), m.FirstSeconds, empty), "", "")
+	}
+	if m := r.Memory; m != nil {
+		sc := "4 memory"
+		add(sc, fmt.Sprintf("Redis bytes per device at %s devices (ids like %q): flatline / bare ZSET", num(m.Devices), m.IDExample),
+			fmt.Sprintf("%.1f / %.1f B", m.FlatlinePerDevice, m.BarePerDevice), "", "")
+		add(sc, "flatline / bare", fmt.Sprintf("%.3f ×", m.Ratio), "≤ 1.15 ×", check(m.Ratio > 0 && m.Ratio <= 1.15))
+	}
+	if in := r.Ingest; in != nil && in.Exact != nil {
+		sc := "5 process cost"
+		e := in.Exact
+		add(sc, "flatline (ingest) peak RSS, scenario 1 exact", mib(e.PeakRSSBytes), "", "")
+		add(sc, "flatline CPU-seconds per million heartbeats (exact)", fmt.Sprintf("%.2f s", e.CPUSecondsPerMillion), "", "")
+		if co := in.Coalesced; co != nil {
+			add(sc, "… with "+co.Mode+": CPU-s per million / peak RSS", fmt.Sprintf("%.2f s / %s", co.CPUSecondsPerMillion, mib(co.PeakRSSBytes)), "", "")
+		}
+		add(sc, "CPU-seconds during exact: flatline / redis / kfake+bench", cpuSplit(e.CPUSplit), "", "")
+	}
+	if m := r.Mass; m != nil {
+		add("5 process cost", "mass expiry: flatline CPU-s per million events / peak RSS", fmt.Sprintf("%.2f s / %s", m.CPUSecondsPerMillion, mib(m.PeakRSSBytes)), "", "")
+	}
+	if p := r.Peers; p != nil {
+		for _, pr := range p.Rows {
+			v := num(pr.Value)
+			if pr.Unit != "" {
+				v += " " + pr.Unit
+			}
+			add("6 "+pr.System, pr.Metric, v, "", "")
+		}
+	}
+	for _, mr := range r.Micro {
+		name := strings.TrimPrefix(mr.Name, "Benchmark")
+		v := fmt.Sprintf("%s ns/op", num3(mr.Metrics["ns/op"]))
+		if b, ok := mr.Metrics["B/op"]; ok {
+			v += fmt.Sprintf(", %s B/op, %s allocs/op", num(b), num(mr.Metrics["allocs/op"]))
+		}
+		for unit, val := range mr.Metrics {
+			if unit != "ns/op" && unit != "B/op" && unit != "allocs/op" && unit != "MB/s" {
+				v += fmt.Sprintf(", %s %s", num3(val), unit)
+			}
+		}
+		add("7 micro", strings.TrimPrefix(mr.Package, "github.com/flatline-dev/flatline/")+" "+name, v, "", "")
+	}
+	for name, e := range r.Errors {
+		add(name, "FAILED", e, "", "MISSED")
+	}
+	r.Table = t
+}
+
+// printTable writes the table for a terminal.
+func (r *Result) printTable(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "\nflatline-bench %s — %s, %d cores, %s RAM, %s, redis-server %s (%.0f s)\n",
+		r.Run, m.CPUModel, m.Cores, gib(m.MemoryBytes), m.GoVersion, m.RedisVersion, r.DurationSeconds)
+	fmt.Fprintf(w, "scale: %s\n", r.Scale)
+	fmt.Fprintf(w, "load average before/after: %.2f / %.2f", r.LoadAverage[0], r.LoadAverage[1])
+	if r.LoadAverage[0] > 0.5 {
+		fmt.Fprintf(w, "  (other work was running: figures are pessimistic)")
+	}
+	fmt.Fprintf(w, "\n\n")
+	w1, w2, w3 := 0, 0, 0
+	for _, row := range r.Table {
+		w1 = max(w1, len([]rune(row.Scenario)))
+		w2 = max(w2, len([]rune(row.Measure)))
+		w3 = max(w3, len([]rune(row.Value)))
+	}
+	w2 = min(w2, 90)
+	for _, row := range r.Table {
+		target := row.Target
+		if row.Status != "" {
+			target += "  " + row.Status
+		}
+		fmt.Fprintf(w, "%s  %s  %s  %s\n", pad(row.Scenario, w1), pad(row.Measure, w2), pad(row.Value, w3), target)
+	}
+}
+
+// printMarkdown writes the table as Markdown (for the README).
+func (r *Result) printMarkdown(w io.Writer) {
+	fmt.Fprintln(w, "| scenario | measure | measured | target |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for _, row := range r.Table {
+		target := row.Target
+		if row.Status != "" {
+			target += " " + map[string]string{"met": "✅", "MISSED": "❌ missed"}[row.Status]
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", row.Scenario, strings.ReplaceAll(row.Measure, "|", "\\|"), row.Value, strings.TrimSpace(target))
+	}
+}
+
+func (r *Result) write(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	name := strings.NewReplacer(":", "", "-", "").Replace(r.Run)
+	path := filepath.Join(dir, name+".json")
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func pad(s string, n int) string {
+	if k := len([]rune(s)); k < n {
+		return s + strings.Repeat(" ", n-k)
+	}
+	return s
+}
+
+// num formats with thousands separators and no decimals (or two for
+// small values).
+func num[T int | int64 | float64](v T) string {
+	f := float64(v)
+	if math.Abs(f) < 10 && f != math.Trunc(f) {
+		return strconv.FormatFloat(f, 'f', 2, 64)
+	}
+	s := strconv.FormatInt(int64(math.Round(f)), 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// num3 keeps three significant digits for small values.
+func num3(v float64) string {
+	if math.Abs(v) >= 1000 {
+		return num(v)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+func ms(v float64) string {
+	if math.Abs(v) >= 100 {
+		return num(v)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+func dur(s float64) string { return (time.Duration(s * float64(time.Second))).String() }
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+func gib(b int64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+func cpuSplit(m map[string]float64) string {
+	return fmt.Sprintf("%.1f / %.1f / %.1f s of %.1f s wall", m["flatline"], m["redis"], m["bench+kfake"], m["wall"])
+}

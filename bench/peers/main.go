@@ -1,0 +1,156 @@
+// Command peers measures what a flatline user would otherwise build on
+// Redis, on the redis-server it is given (flatline-bench starts a fresh one
+// of the same kind its own scenarios use):
+//
+//   - asynq: one scheduled task per device; a reset is Inspector.DeleteTask
+//     then Client.Enqueue with TaskID and ProcessIn, since asynq cannot move
+//     a scheduled task;
+//   - TTL keys: one key per device, a reset is SET key PXAT, a timeout is
+//     the keyspace notification of its expiry (notify-keyspace-events Ex).
+//
+// For each: resets/s, lateness for sparse deadlines and for mass expiry,
+// and events lost while the consumer is away for 2 s. It prints one JSON
+// document on stdout ({"rows": [...], "details": {...}}) and progress on
+// stderr.
+//
+// It is its own Go module so that flatline does not depend on asynq.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+)
+
+type options struct {
+	redis       string
+	resetFor    time.Duration
+	asynqTasks  int
+	ttlKeys     int
+	sparse      int
+	spread      time.Duration
+	ttlPopulate int
+	massTTL     int
+	massAsynq   int
+	gap         time.Duration
+	only        string
+}
+
+// Row is one figure.
+type Row struct {
+	System string  `json:"system"`
+	Metric string  `json:"metric"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Note   string  `json:"note,omitempty"`
+}
+
+type output struct {
+	Rows    []Row          `json:"rows"`
+	Details map[string]any `json:"details"`
+}
+
+var started = time.Now()
+
+func status(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%5.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	o := &options{}
+	flag.StringVar(&o.redis, "redis", "", "redis-server address (required; it is flushed)")
+	flag.DurationVar(&o.resetFor, "reset-for", 5*time.Second, "how long each resets/s measurement runs")
+	flag.IntVar(&o.asynqTasks, "asynq-tasks", 20_000, "scheduled tasks (devices) the asynq reset test cycles through")
+	flag.IntVar(&o.ttlKeys, "ttl-keys", 200_000, "keys (devices) the TTL reset test cycles through")
+	flag.IntVar(&o.sparse, "sparse", 2000, "deadlines of the sparse lateness test")
+	flag.DurationVar(&o.spread, "spread", 10*time.Second, "window the sparse deadlines are spread over")
+	flag.IntVar(&o.ttlPopulate, "ttl-population", 1_000_000, "other live TTL keys during the sparse TTL test (flatline's lateness scenario tracks 1,000,000 devices)")
+	flag.IntVar(&o.massTTL, "mass-ttl", 1_000_000, "keys expiring at once")
+	flag.IntVar(&o.massAsynq, "mass-asynq", 50_000, "asynq tasks due at once")
+	flag.DurationVar(&o.gap, "gap", 2*time.Second, "how long the consumer is away in the loss test")
+	flag.StringVar(&o.only, "only", "", "run only asynq or ttl")
+	flag.Parse()
+	if o.redis == "" {
+		fmt.Fprintln(os.Stderr, "peers: -redis is required")
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	out := output{Details: map[string]any{}}
+	fail := false
+	if o.only == "" || o.only == "ttl" {
+		rows, det, err := runTTL(ctx, o)
+		if err != nil {
+			status("ttl: FAILED: %v", err)
+			fail = true
+		}
+		out.Rows = append(out.Rows, rows...)
+		out.Details["ttl"] = det
+	}
+	if o.only == "" || o.only == "asynq" {
+		rows, det, err := runAsynq(ctx, o)
+		if err != nil {
+			status("asynq: FAILED: %v", err)
+			fail = true
+		}
+		out.Rows = append(out.Rows, rows...)
+		out.Details["asynq"] = det
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+	if fail {
+		os.Exit(1)
+	}
+}
+
+// Dist summarises lateness samples in ms (negative: early).
+type Dist struct {
+	N   int     `json:"n"`
+	Min float64 `json:"min_ms"`
+	P50 float64 `json:"p50_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+func distOf(ms []float64) Dist {
+	if len(ms) == 0 {
+		return Dist{}
+	}
+	s := append([]float64(nil), ms...)
+	sort.Float64s(s)
+	q := func(p float64) float64 {
+		k := int(math.Ceil(p*float64(len(s)))) - 1
+		return s[max(0, min(k, len(s)-1))]
+	}
+	return Dist{N: len(s), Min: s[0], P50: q(0.5), P99: q(0.99), Max: s[len(s)-1]}
+}
+
+func (d Dist) String() string {
+	return fmt.Sprintf("p50 %.0f / p99 %.0f / max %.0f ms (min %.0f)", d.P50, d.P99, d.Max, d.Min)
+}
+
+// latencyRows reports a lateness distribution as rows; when some events
+// never came, that comes first and the percentiles say they are of the
+// delivered ones only.
+func latencyRows(system, what string, d Dist, want int, note string) []Row {
+	var rows []Row
+	of := ""
+	if d.N < want {
+		rows = append(rows, Row{System: system, Metric: what + ": NOT delivered within 10 s of the last deadline", Value: float64(want - d.N), Unit: "events", Note: note})
+		of = fmt.Sprintf(" (of the %d delivered)", d.N)
+	}
+	rows = append(rows,
+		Row{System: system, Metric: what + ": p50 lateness" + of, Value: d.P50, Unit: "ms", Note: note},
+		Row{System: system, Metric: what + ": p99 lateness" + of, Value: d.P99, Unit: "ms", Note: note},
+		Row{System: system, Metric: what + ": max lateness" + of, Value: d.Max, Unit: "ms", Note: note},
+	)
+	if d.Min < 0 {
+		rows = append(rows, Row{System: system, Metric: what + ": earliest (fired BEFORE its deadline)", Value: d.Min, Unit: "ms", Note: note})
+	}
+	return rows
+}
