@@ -40,7 +40,7 @@ type Sweeper struct {
 // NewSweeper returns a sweeper; leader reports whether this instance sweeps.
 func NewSweeper(store *shard.Store, w *Watcher, leader func() bool, m *metrics.Metrics, log *slog.Logger) *Sweeper {
 	return &Sweeper{store: store, watcher: w, leader: leader, log: log, metrics: m, now: time.Now,
-		Batch: 500, Pause: time.Millisecond, Stale: 10 * w.interval, Margin: 2 * time.Second, Finalized: make(chan shard.Layout, 1)}
+		Batch: 500, Pause: time.Millisecond, Stale: 10 * w.interval, Margin: 500 * time.Millisecond, Finalized: make(chan shard.Layout, 1)}
 }
 
 // Run sweeps while a migration is under way until ctx is cancelled.

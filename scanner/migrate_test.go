@@ -40,6 +40,17 @@ func deviceMovingBy(n int, tag string) string {
 // the device leaves both shards; a stale copy is dropped, never fired.
 func TestStaleWriterDuringDoubling(t *testing.T) {
 	t.Parallel()
+	testStaleWriter(t, 4, 8)
+}
+
+// TestStaleWriterDuringHalving is the mirror: {count 4, previous 8} merges
+// shard i+4 into i, and the same interleavings hold.
+func TestStaleWriterDuringHalving(t *testing.T) {
+	t.Parallel()
+	testStaleWriter(t, 8, 4)
+}
+
+func testStaleWriter(t *testing.T, from, to int) {
 	srv := testenv.Redis(t)
 	kf := testenv.Kafka(t, 1, "device-timeouts")
 	store := shard.NewStore(srv.Client(t), shard.NewKeys(testenv.Prefix(t)))
@@ -48,17 +59,17 @@ func TestStaleWriterDuringDoubling(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := store.SetLayout(ctx, 0, shard.Layout{Count: 4}); err != nil {
+	if _, err := store.SetLayout(ctx, 0, shard.Layout{Count: from}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rebalance.Scale(ctx, store, 8, time.Now()); err != nil {
+	if _, err := rebalance.Scale(ctx, store, to, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	w := rebalance.NewWatcher(store, rebalance.DefaultConfig(), log)
-	if _, err := w.Init(ctx, 4); err != nil {
+	if _, err := w.Init(ctx, from); err != nil {
 		t.Fatal(err)
 	}
-	if l := w.Current(); l.Count != 8 || l.Previous != 4 {
+	if l := w.Current(); l.Count != to || l.Previous != from {
 		t.Fatalf("layout %+v", l)
 	}
 
@@ -77,12 +88,16 @@ func TestStaleWriterDuringDoubling(t *testing.T) {
 	b.Reset(8)
 	for name, c := range cases {
 		id := deviceMovingBy(4, name)
-		i := shard.Of(shard.Hash(id), 4)
+		h := shard.Hash(id)
+		oldShard, newShard := shard.Of(h, from), shard.Of(h, to)
+		if oldShard == newShard {
+			t.Fatalf("%s does not move", id)
+		}
 		if c.old != 0 {
-			b.Add(i, id, shard.Score(c.old, 0), 0)
+			b.Add(oldShard, id, shard.Score(c.old, 0), 0)
 		}
 		if c.new != 0 {
-			b.Add(i+4, id, shard.Score(c.new, 0), 0)
+			b.Add(newShard, id, shard.Score(c.new, 0), 0)
 		}
 		want[id] = max(c.old, c.new)
 	}
