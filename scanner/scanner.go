@@ -183,7 +183,7 @@ type shardScanner struct {
 	held    atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
 	stopped atomic.Bool
 
-	mu       sync.Mutex
+	mu sync.Mutex
 	// inflight holds the members handed to dispatch: true while their
 	// batch is out, false once it completed. Completed entries stay until
 	// the next pass starts, because a read that began before a batch's
