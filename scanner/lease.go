@@ -20,9 +20,11 @@ type LayoutSource interface {
 // Leaser decides which shards this instance scans. Each shard's scanner runs
 // under a Redis lease (SET NX PX, renewed by a compare-owner script), so at
 // most one instance scans a shard at a time. Instances register with a
-// heartbeat; each aims at ceil(shards/live) leases, takes free ones when
-// below, and gives extra ones up when above, so shards spread evenly and a
-// dead instance's shards are taken over once its leases expire.
+// heartbeat; each takes free leases while below its share and gives extra
+// ones up while above it, so shards spread evenly and a dead instance's
+// shards are taken over once its leases expire. The share is shards/live,
+// one more for the first shards%live instances by id, so counts differ by at
+// most one and add up to the shard count.
 type Leaser struct {
 	store   *shard.Store
 	id      string
@@ -99,11 +101,23 @@ func (l *Leaser) round(ctx context.Context) {
 	if n == 0 {
 		return
 	}
+	sort.Strings(live)
 	peers := len(live)
 	if peers == 0 {
 		peers = 1
 	}
-	target := (n + peers - 1) / peers
+	// Instances sorted by id share the shards: the first n%peers take one
+	// more, so the counts differ by at most one and add up to n.
+	rank := 0
+	for k, inst := range live {
+		if inst == l.id {
+			rank = k
+		}
+	}
+	target := n / peers
+	if rank < n%peers {
+		target++
+	}
 	changed := false
 	for id := range l.owned {
 		ok := id < n
@@ -138,12 +152,7 @@ func (l *Leaser) round(ctx context.Context) {
 	}
 	if len(l.owned) < target {
 		// Start at a different shard per instance to spread contention.
-		start := 0
-		for k, inst := range live {
-			if inst == l.id {
-				start = k * n / peers
-			}
-		}
+		start := rank * n / peers
 		for k := 0; k < n && len(l.owned) < target; k++ {
 			id := (start + k) % n
 			if l.owned[id] {

@@ -1,0 +1,186 @@
+package app_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/rebalance"
+)
+
+// waitFor polls cond every 20 ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("after %s: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// With 3 instances and 16 shards each owns 5 or 6 within two lease periods;
+// with one left, it owns all 16.
+func TestLeasesSpreadEvenly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 4)
+	e.cfg.Shards.InitialCount = 16
+	e.cfg.Scanner.LeaseTTL = 2 * time.Second
+	e.cfg.Kafka.SessionTimeout = 2 * time.Second
+	var insts []*instance
+	for k := 0; k < 3; k++ {
+		cfg := e.cfg
+		cfg.InstanceID = fmt.Sprintf("inst-%d", k)
+		insts = append(insts, start(t, cfg, app.Hooks{}))
+	}
+	balanced := func() bool {
+		total := 0
+		for _, in := range insts {
+			n := len(in.Leaser.Owned())
+			if n < 5 || n > 6 {
+				return false
+			}
+			total += n
+		}
+		return total == 16
+	}
+	took := waitFor(t, 2*e.cfg.Scanner.LeaseTTL, "shards not spread 5/6 over 3 instances", balanced)
+	t.Logf("3 instances balanced after %s: %d/%d/%d", took, len(insts[0].Leaser.Owned()), len(insts[1].Leaser.Owned()), len(insts[2].Leaser.Owned()))
+	// Every shard has exactly one owner.
+	st, err := rebalance.ReadStatus(t.Context(), insts[0].Store, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Shards {
+		if s.Owner == "" {
+			t.Errorf("shard %d has no owner", s.Shard)
+		}
+	}
+	for _, in := range insts[1:] {
+		if err := in.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took = waitFor(t, 2*e.cfg.Scanner.LeaseTTL, "the last instance does not own all 16 shards", func() bool {
+		return len(insts[0].Leaser.Owned()) == 16
+	})
+	t.Logf("last instance owns all 16 after %s", took)
+}
+
+// A live scanner whose signals have no ingest at all fires nothing, however
+// overdue its devices look, and reports the stalled watermark.
+func TestNoIngestFiresNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 4)
+	e.cfg.Shards.InitialCount = 4
+	e.cfg.Timeouts.Default = time.Second
+	// First an instance with ingest tracks a fleet, then goes away.
+	ids := make([]string, 200)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("orphan-%03d", i)
+	}
+	a := start(t, e.cfg, app.Hooks{})
+	f := startFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, make([]time.Time, len(ids)))
+	waitFor(t, 20*time.Second, "fleet not tracked", func() bool {
+		sizes, err := a.Store.Sizes(t.Context(), 4)
+		var n int64
+		for _, s := range sizes {
+			n += s
+		}
+		return err == nil && n == int64(len(ids))
+	})
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	f.stop() // every device is now silent: deadlines pass in ≤ 1 s
+
+	cfg := e.cfg
+	cfg.Roles = []string{configs.RoleScanner}
+	b := start(t, cfg, app.Hooks{})
+	events := collect(t, e.kafka.Brokers(), timeouts, 4)
+	waitFor(t, 15*time.Second, "the scanner-only instance never reported a stalled watermark", b.Gate.Stalled)
+	st, err := rebalance.ReadStatus(t.Context(), b.Store, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Tracked != int64(len(ids)) || st.WatermarkLagMs < 2000 {
+		t.Errorf("status: tracked %d, watermark lag %d ms; want %d tracked and a lag over 2 s", st.Tracked, st.WatermarkLagMs, len(ids))
+	}
+	if n := testutil.ToFloat64(b.Metrics.TimeoutsPublished); n != 0 || len(events) != 0 {
+		t.Errorf("published %v timeouts (%d read back) without any ingest", n, len(events))
+	}
+	if len(b.Leaser.Owned()) != 4 {
+		t.Errorf("the scanner owns %d of 4 shards", len(b.Leaser.Owned()))
+	}
+	t.Logf("stalled watermark reported with lag %s; %d devices overdue, none fired", time.Duration(st.WatermarkLagMs)*time.Millisecond, st.Tracked)
+}
+
+// Devices keep beating while every instance is stopped for 3× the timeout;
+// after the restart none of them times out, and the devices that really
+// went silent during the gap get theirs once ingest has caught up.
+func TestRestartAfterGapNoFalseTimeouts(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	e := newEnv(t, 4)
+	e.cfg.Shards.InitialCount = 8
+	e.cfg.Timeouts.Default = timeout
+	a := start(t, e.cfg, app.Hooks{})
+	events := collect(t, e.kafka.Brokers(), timeouts, 4)
+
+	r := rand.New(rand.NewPCG(8, 9))
+	ids := make([]string, 2000)
+	silentAt := make([]time.Time, len(ids))
+	for i := range ids {
+		ids[i] = fmt.Sprintf("gap-%04d", i)
+	}
+	gapStart := time.Now().Add(2 * time.Second)
+	gap := 3 * timeout
+	for _, i := range r.Perm(len(ids))[:100] {
+		// Silent only during the gap, when nobody is watching.
+		silentAt[i] = gapStart.Add(time.Duration(r.Int64N(int64(gap - 500*time.Millisecond))))
+	}
+	f := startFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
+	time.Sleep(time.Until(gapStart))
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(gap) // the fleet beats on into Kafka; no flatline runs
+	b := start(t, e.cfg, app.Hooks{})
+
+	got := make(map[string][]received)
+	waitEvents := time.After(60 * time.Second)
+	for len(got) < 100 {
+		select {
+		case ev := <-events:
+			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
+		case <-waitEvents:
+			t.Fatalf("%d of 100 silent devices timed out after the restart", len(got))
+		}
+	}
+	settle := time.After(1500 * time.Millisecond)
+wait:
+	for {
+		select {
+		case ev := <-events:
+			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
+		case <-settle:
+			break wait
+		}
+	}
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	for len(events) > 0 {
+		ev := <-events
+		got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
+	}
+	f.verdict(t, got, timeout, 8)
+}
