@@ -45,7 +45,10 @@ type Options struct {
 	Log      *slog.Logger
 	Now      func() time.Time
 	Recovery RecoveryPublisher // nil: recovered events disabled
-	Hooks    Hooks
+	// RecoveryWindow bounds how long after its timeout a device's return
+	// counts as a recovery (dispatch.recovery_window).
+	RecoveryWindow time.Duration
+	Hooks          Hooks
 }
 
 // Ingest is the signals-topic consumer.

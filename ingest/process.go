@@ -27,6 +27,7 @@ type processor struct {
 	wms     map[int]int64
 	limiter logLimiter
 	outage  bool
+	co      *coalescer // nil unless ingest.coalesce_window > 0
 }
 
 // entry is the newest state of one device within a batch.
@@ -39,7 +40,11 @@ type entry struct {
 }
 
 func newProcessor(in *Ingest) *processor {
-	return &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64)}
+	p := &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64)}
+	if w := in.cfg.CoalesceWindow.Milliseconds(); w > 0 {
+		p.co = newCoalescer(w, coalesceMaxEntries)
+	}
+	return p
 }
 
 // written returns the next offset per partition and the watermark candidates
@@ -63,6 +68,9 @@ func (p *processor) process(ctx context.Context, recs []record) error {
 	m := in.opts.Metrics
 	p.reset()
 	policy := in.opts.Policy
+	if p.co != nil {
+		p.co.rotate(in.opts.Now().UnixMilli())
+	}
 	for _, r := range recs {
 		msg := &r.msg
 		p.offsets[r.partition] = msg.Offset + 1
@@ -95,6 +103,15 @@ func (p *processor) process(ctx context.Context, recs []record) error {
 			override = hb.Timeout.Milliseconds()
 		}
 		deadline := hb.AtMs + hb.Timeout.Milliseconds()
+		if p.co != nil {
+			flags |= shard.FlagPadded
+			meta := shard.NewMeta(classID, flags)
+			if p.co.covered(hb.DeviceID, deadline, meta, override) {
+				m.Coalesced.Inc()
+				continue
+			}
+			deadline += p.co.window
+		}
 		p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
 	}
 	m.HeartbeatsConsumed.Add(float64(len(recs)))
@@ -116,6 +133,17 @@ func (p *processor) process(ctx context.Context, recs []record) error {
 		m.RedisWrites.Add(float64(writes))
 		m.RedisBatches.Inc()
 	}
+	if p.co != nil {
+		for k := range p.entries {
+			e := &p.entries[k]
+			if e.tomb {
+				p.co.forget(e.id)
+				continue
+			}
+			d, meta := shard.Decode(e.score)
+			p.co.record(e.id, d, meta, e.override)
+		}
+	}
 	if len(p.dead) > 0 && in.dlq != nil {
 		if err := p.retry(ctx, "dead-letter topic", func() error { return in.dlq.WriteMessages(ctx, p.dead...) }); err != nil {
 			return err
@@ -130,10 +158,15 @@ func (p *processor) process(ctx context.Context, recs []record) error {
 				down -= in.cfg.CoalesceWindow.Milliseconds()
 			}
 			e := p.entries[p.latest[r.ID]]
+			if e.atMs-down > in.opts.RecoveryWindow.Milliseconds() {
+				continue // back after the recovery window: tracked again, no event
+			}
 			rs = append(rs, dispatch.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: e.atMs})
 		}
-		if err := in.opts.Recovery.Recovered(ctx, rs); err != nil {
-			return err
+		if len(rs) > 0 {
+			if err := in.opts.Recovery.Recovered(ctx, rs); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -21,10 +21,11 @@ type Dispatcher interface {
 	Timeouts(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) error
 }
 
-// MinDownMemory is how long a fired device is remembered as down even with
-// recovered events disabled: long enough that a replayed heartbeat or a
-// migration's second copy cannot fire the same silence again.
-const MinDownMemory = 10 * time.Minute
+// DefaultMinDownMemory is how long a fired device is remembered as down even
+// with recovered events disabled or a short recovery window: long enough
+// that a replayed heartbeat or a migration's second copy cannot fire the
+// same silence again.
+const DefaultMinDownMemory = 10 * time.Minute
 
 // Hooks let tests observe and interleave with a scanner deterministically.
 type Hooks struct {
@@ -45,9 +46,11 @@ type Options struct {
 	Log        *slog.Logger
 	Now        func() time.Time
 	// RecoveryWindow is how long fired devices are remembered as down (for
-	// recovered events); at least MinDownMemory.
+	// recovered events), at least MinDownMemory.
 	RecoveryWindow time.Duration
-	Hooks          Hooks
+	// MinDownMemory overrides DefaultMinDownMemory (tests).
+	MinDownMemory time.Duration
+	Hooks         Hooks
 }
 
 // Scanner runs the scanners of the shards this instance owns.
@@ -371,7 +374,11 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 		if h := s.opts.Hooks.BeforeRemove; h != nil {
 			h(sc.id, batch)
 		}
-		remember := max(s.opts.RecoveryWindow, MinDownMemory)
+		minDown := s.opts.MinDownMemory
+		if minDown == 0 {
+			minDown = DefaultMinDownMemory
+		}
+		remember := max(s.opts.RecoveryWindow, minDown)
 		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
 		removed, err := retry(ctx, func() (int, error) {
 			return s.opts.Store.Fired(ctx, sc.id, batch, prune)

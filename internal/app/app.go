@@ -47,6 +47,9 @@ import (
 type Hooks struct {
 	Scanner scanner.Hooks
 	Ingest  ingest.Hooks
+	// MinDownMemory shortens how long fired devices are remembered as down
+	// (default scanner.DefaultMinDownMemory), so tests can watch pruning.
+	MinDownMemory time.Duration
 }
 
 // App is one flatline instance.
@@ -150,8 +153,8 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 		a.Gate = scanner.NewGate(a.Store, 5*time.Millisecond, cfg.Scanner.Grace, stallAfter(cfg), log)
 		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
 			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: log,
-			RecoveryWindow: cfg.Dispatch.RecoveryWindow,
-			Hooks:          hooks.Scanner,
+			RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
+			Hooks: hooks.Scanner,
 		})
 		if err != nil {
 			a.Close()
@@ -168,7 +171,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 		}
 		a.Ingest, err = ingest.New(cfg.Ingest, ingest.Options{
 			Store: a.Store, Layout: a.Watcher, Policy: policy, Kafka: cfg.Kafka,
-			Metrics: a.Metrics, Log: log, Recovery: rec, Hooks: hooks.Ingest,
+			Metrics: a.Metrics, Log: log, Recovery: rec, RecoveryWindow: cfg.Dispatch.RecoveryWindow, Hooks: hooks.Ingest,
 		})
 		if err != nil {
 			a.Close()

@@ -1,0 +1,124 @@
+package ingest
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// TestCoalescingNeverEarlyAtMostWindowLate simulates devices whose
+// heartbeats arrive at random gaps (bursts, 1 Hz, long pauses, late ones)
+// through coalescing ingest instances that get restarted and rebalanced at
+// random, against a store that keeps the max of what was written (ZADD GT).
+// After the last heartbeat, the device fires at its stored deadline: never
+// before last heartbeat + timeout, and at most the window after it.
+func TestCoalescingNeverEarlyAtMostWindowLate(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(21, 22))
+	const window, timeout = 10_000, 30_000 // ms
+	meta := shard.NewMeta(3, shard.FlagPadded)
+	var heartbeats, writes int
+	for dev := 0; dev < 2000; dev++ {
+		id := "dev-" + string(rune('a'+dev%26)) + string(rune('a'+dev/26%26)) + string(rune('a'+dev/676))
+		owners := []*coalescer{newCoalescer(window, 1<<20), newCoalescer(window, 1<<20)}
+		owner := 0
+		var stored int64 // max padded deadline written to "Redis"
+		now := int64(1_000_000)
+		last := int64(0)
+		for beat := 0; beat < 50; beat++ {
+			switch k := r.IntN(10); {
+			case k < 6:
+				now += 1000 // 1 Hz
+			case k < 8:
+				now += r.Int64N(100) // burst
+			default:
+				now += r.Int64N(3 * window) // pause
+			}
+			at := now
+			if r.IntN(10) == 0 {
+				at -= r.Int64N(2000) // a late heartbeat (within max_skew territory)
+			}
+			switch r.IntN(40) {
+			case 0: // restart or rebalance: the owner starts a new generation
+				owners[owner] = newCoalescer(window, 1<<20)
+			case 1: // the partition moves to the other instance
+				owner = 1 - owner
+				owners[owner] = newCoalescer(window, 1<<20)
+			}
+			c := owners[owner]
+			c.rotate(now)
+			heartbeats++
+			deadline := at + timeout
+			if at > last {
+				last = at
+			}
+			if c.covered(id, deadline, meta, 0) {
+				continue
+			}
+			writes++
+			padded := deadline + window
+			if padded > stored {
+				stored = padded
+			}
+			c.record(id, padded, meta, 0)
+		}
+		if stored < last+timeout {
+			t.Fatalf("%s fires at %d, before its last heartbeat %d + timeout", id, stored, last)
+		}
+		if stored > last+timeout+window {
+			t.Fatalf("%s fires at %d, more than the window after %d + timeout", id, stored, last)
+		}
+	}
+	t.Logf("%d heartbeats, %d writes (%.2f per heartbeat)", heartbeats, writes, float64(writes)/float64(heartbeats))
+}
+
+// At 1 Hz with a 10 s window, about one heartbeat in ten is written.
+func TestCoalescingWriteRatio(t *testing.T) {
+	t.Parallel()
+	c := newCoalescer(10_000, 1<<20)
+	meta := shard.NewMeta(0, shard.FlagPadded)
+	var beats, writes int
+	for sec := int64(0); sec < 600; sec++ {
+		now := 1_000_000 + sec*1000
+		c.rotate(now)
+		for d := 0; d < 100; d++ {
+			id := "d" + string(rune('A'+d))
+			beats++
+			if !c.covered(id, now+60_000, meta, 0) {
+				writes++
+				c.record(id, now+60_000+10_000, meta, 0)
+			}
+		}
+	}
+	ratio := float64(writes) / float64(beats)
+	if ratio < 0.08 || ratio > 0.12 {
+		t.Fatalf("writes per heartbeat %.3f, want about 0.1", ratio)
+	}
+	t.Logf("writes per heartbeat: %.3f", ratio)
+}
+
+func TestCoalescerBoundedAndForgets(t *testing.T) {
+	t.Parallel()
+	c := newCoalescer(1000, 100)
+	for i := 0; i < 1000; i++ {
+		c.record("dev-"+string(rune(i)), 5000, 0, 0)
+	}
+	if len(c.cur) > 100 {
+		t.Fatalf("remembered %d devices with a cap of 100", len(c.cur))
+	}
+	f := newCoalescer(1000, 100)
+	f.record("x", 5000, 0, 0)
+	if !f.covered("x", 4000, 0, 0) || f.covered("x", 6000, 0, 0) || f.covered("y", 1, 0, 0) {
+		t.Fatal("covered does not follow the recorded deadline")
+	}
+	f.forget("x")
+	if f.covered("x", 1, 0, 0) {
+		t.Fatal("a forgotten device is still covered")
+	}
+	c.rotate(10_000)
+	c.rotate(20_000)
+	if len(c.cur)+len(c.prev) != 0 {
+		t.Fatal("entries survive two rotations")
+	}
+}
