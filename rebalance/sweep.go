@@ -77,7 +77,12 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 		return err
 	}
 	if prog.Epoch != l.Epoch {
-		prog = shard.Progress{Epoch: l.Epoch, Misplaced: -1}
+		est, err := s.estimate(ctx, l)
+		if err != nil {
+			return err
+		}
+		prog = shard.Progress{Epoch: l.Epoch, Misplaced: est}
+		_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: est, UpdatedMs: s.now().UnixMilli()})
 	}
 	// A pass may finalize only if every live instance routed by l before it
 	// started: then no write to a previous shard can land behind it.
@@ -111,10 +116,9 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 				}
 				moved += int64(n)
 			}
-			left := prog.Misplaced - moved
-			if prog.Misplaced < 0 || left < found-moved {
-				left = found - moved
-			}
+			// Until the pass is through, what the last pass (or the first
+			// estimate) found, less what this pass moved.
+			left := max(prog.Misplaced-moved, found-moved, 0)
 			_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: left, Moved: prog.Moved + moved, Total: total, UpdatedMs: s.now().UnixMilli()})
 			if s.metrics != nil {
 				s.metrics.Misplaced.Set(float64(left))
@@ -154,6 +158,27 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 	default:
 	}
 	return nil
+}
+
+// estimate counts the misplaced members of a migration that just started
+// from shard sizes alone: after a doubling about half of each previous
+// shard's members move; after a halving every member of the dropped shards.
+func (s *Sweeper) estimate(ctx context.Context, l shard.Layout) (int64, error) {
+	sizes, err := s.store.Sizes(ctx, l.Shards())
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if l.Count > l.Previous {
+		for i := 0; i < l.Previous; i++ {
+			n += sizes[i] / 2
+		}
+	} else {
+		for i := l.Count; i < l.Previous; i++ {
+			n += sizes[i]
+		}
+	}
+	return n, nil
 }
 
 // allRouteBy reports whether every live instance has loaded layout l (or a
