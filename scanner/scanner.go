@@ -67,6 +67,23 @@ type Scanner struct {
 	dispatchCtx    context.Context
 	cancelDispatch context.CancelFunc
 	inflight       sync.WaitGroup
+
+	failing atomic.Bool // scans fail (Redis unreachable); logged once per outage
+}
+
+// scanFailed counts a failed scan and logs the start of an outage once.
+func (s *Scanner) scanFailed(id int, err error) {
+	s.opts.Metrics.ScanErrors.Inc()
+	if !s.failing.Swap(true) {
+		s.opts.Log.Warn("scanners paused: cannot read shards, retrying every interval", "shard", id, "err", err)
+	}
+}
+
+// scanSucceeded logs the end of an outage once.
+func (s *Scanner) scanSucceeded() {
+	if s.failing.Load() && s.failing.Swap(false) {
+		s.opts.Log.Info("scanners resumed")
+	}
 }
 
 // New returns a scanner; call SetShards to choose which shards it scans.
@@ -246,11 +263,11 @@ func (sc *shardScanner) pass() {
 		ms, err := s.opts.Store.Due(ctx, sc.id, math.Inf(1), offset, batch+1)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.opts.Metrics.ScanErrors.Inc()
-				s.opts.Log.Debug("scan failed", "shard", sc.id, "err", err)
+				s.scanFailed(sc.id, err)
 			}
 			return // the next interval tick retries
 		}
+		s.scanSucceeded()
 		due := ms[:0:0]
 		var next *shard.Member
 		for k := range ms {
@@ -266,7 +283,7 @@ func (sc *shardScanner) pass() {
 		if l := s.opts.Layout.Current(); l.Migrating() && len(due) > 0 {
 			if due, others, err = sc.resolve(ctx, l, due); err != nil {
 				if ctx.Err() == nil {
-					s.opts.Metrics.ScanErrors.Inc()
+					s.scanFailed(sc.id, err)
 				}
 				return
 			}

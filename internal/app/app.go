@@ -25,6 +25,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,7 +216,7 @@ func checkKafka(ctx context.Context, cfg configs.Config) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := client.Metadata(cctx, &kafka.MetadataRequest{Topics: []string{cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic}}); err != nil {
-		return fmt.Errorf("kafka %v: %w", cfg.Kafka.Brokers, err)
+		return fmt.Errorf("kafka %v: %s", cfg.Kafka.Brokers, strings.TrimPrefix(err.Error(), "kafka.(*Client).Metadata: "))
 	}
 	return nil
 }
