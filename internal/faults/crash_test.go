@@ -1,0 +1,115 @@
+package faults_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
+)
+
+// TestCrashKill9 kills a real `flatline serve` process with SIGKILL three
+// times at random moments while 5,000 devices beat and 10% of them go
+// silent at random times, restarting it each time. Every silent device gets
+// at least one timeout, for its last heartbeat; no live device gets one;
+// every duplicate (at-least-once delivery across a crash) carries the
+// original's event_id. Duplicates are counted in the log.
+func TestCrashKill9(t *testing.T) {
+	t.Parallel()
+	const (
+		devices    = 5000
+		silent     = devices / 10
+		interval   = time.Second
+		timeout    = 4 * time.Second
+		partitions = 8
+		kills      = 3
+	)
+	rng := seed(t)
+	bin := flatlineBinary(t)
+	rs := testenv.Redis(t)
+	k := testenv.Kafka(t, partitions, signals, timeouts, dlq)
+	prefix := testenv.Prefix(t)
+	env := childEnv(map[string]string{
+		"FLATLINE_REDIS_ADDRS":              rs.Addr(),
+		"FLATLINE_REDIS_KEY_PREFIX":         prefix,
+		"FLATLINE_KAFKA_BROKERS":            k.Brokers()[0],
+		"FLATLINE_KAFKA_GROUP_ID":           "flatline-" + prefix,
+		"FLATLINE_KAFKA_SESSION_TIMEOUT":    "2s",
+		"FLATLINE_SCANNER_LEASE_TTL":        "1s",
+		"FLATLINE_TIMEOUTS_DEFAULT":         timeout.String(),
+		"FLATLINE_SHARDS_INITIAL_COUNT":     "16",
+		"FLATLINE_HTTP_ADDR":                "",
+		"FLATLINE_SHUTDOWN_TIMEOUT":         "5s",
+		"FLATLINE_LOG_LEVEL":                "info",
+		"FLATLINE_INGEST_PROBE_INTERVAL":    "20ms",
+		"FLATLINE_DISPATCH_RECOVERY_WINDOW": "1h",
+	})
+	logs := newLogBuffer(3000)
+	logs.dumpOnFailure(t, "flatline serve")
+
+	// kfake never expires a member killed while joining; see reapGhosts.
+	reap := reapGhosts(t, k.Brokers(), "flatline-"+prefix, 2*time.Second)
+
+	run := 1
+	logs.Note("start run %d", run)
+	p := startProc(t, bin, env, logs, "serve")
+
+	// The fleet beats from now on; silences start once it is tracked and
+	// spread over the window in which the kills happen.
+	start := time.Now()
+	silenceFrom, silenceTo := start.Add(3*time.Second), start.Add(15*time.Second)
+	f := startFleet(t, fleetConfig{
+		brokers: k.Brokers(), devices: devices, interval: interval, idPrefix: "dev-",
+		silentAt: silentSchedule(rng, devices, silent, silenceFrom, silenceTo),
+	})
+	events := collect(t, k.Brokers(), partitions)
+
+	// One kill at a random moment in each third of the silence window.
+	seg := silenceTo.Sub(silenceFrom) / kills
+	for i := 0; i < kills; i++ {
+		at := silenceFrom.Add(time.Duration(i)*seg + time.Duration(rng.Int64N(int64(seg))))
+		sleepUntil(at)
+		if p.exited() {
+			t.Fatalf("flatline exited on its own before kill %d: %v", i+1, p.state)
+		}
+		p.kill()
+		down := time.Duration(rng.Int64N(int64(500 * time.Millisecond)))
+		t.Logf("kill -9 #%d at +%v (run %d); restarting after %v", i+1, time.Since(start).Round(time.Millisecond), run, down.Round(time.Millisecond))
+		time.Sleep(down)
+		run++
+		logs.Note("start run %d", run)
+		p = startProc(t, bin, env, logs, "serve")
+	}
+
+	silentIDs := make(map[string]bool, silent)
+	for i := range f.cfg.silentAt {
+		silentIDs[f.ids[i]] = true
+	}
+	waitUntil(t, 45*time.Second, "a timeout for every silent device", func() bool {
+		if p.exited() {
+			t.Fatalf("flatline exited on its own: %v", p.state)
+		}
+		return events.count(silentIDs) == silent
+	})
+	t.Logf("every silent device fired by +%v", time.Since(start).Round(time.Millisecond))
+	// Keep the fleet beating a while longer to catch late duplicates and
+	// false timeouts.
+	time.Sleep(2 * time.Second)
+
+	// Stop flatline before the heartbeats, or every device would time out.
+	if code := p.terminate(10 * time.Second); code != 0 {
+		t.Errorf("flatline serve exited with %d on SIGTERM, want 0", code)
+	}
+	f.stop()
+	ghosts := reap()
+	events.drain(t)
+	last, maxLag := f.result(t)
+	if maxLag >= timeout {
+		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v)", maxLag, timeout)
+	}
+	v := verify(t, f.ids, last, timeout, events.byDevice(), false)
+	t.Logf("%d kills, %d runs, %d heartbeat rounds (max heartbeat→next-ack %v), %d kfake ghost members removed: %v",
+		kills, run, f.Rounds(), maxLag.Round(time.Millisecond), ghosts, v)
+	if v.duplicates > 0 {
+		t.Logf("duplicates: %d timeout events repeated across the kills, each with its original's event_id (at-least-once)", v.duplicates)
+	}
+}

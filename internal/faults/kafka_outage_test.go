@@ -1,0 +1,144 @@
+package faults_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// TestKafkaOutage makes the broker fail flatline's produce requests (to the
+// timeouts and dead-letter topics) for 10 s and every fetch request for
+// 10 s, the fetch outage starting 2 s after the produce outage so that
+// scanners meet due members they cannot publish. The devices keep writing
+// heartbeats to the signals topic throughout (they stand for producers
+// reaching the cluster through other brokers).
+//
+// During the produce outage the due members stay in their shards and
+// dispatch retries with backoff; during the fetch outage ingest reads
+// nothing, so the watermark holds every later deadline back. Afterwards
+// every silent device gets its timeout, for its last heartbeat; no live
+// device gets one; the process never exits.
+func TestKafkaOutage(t *testing.T) {
+	t.Parallel()
+	const (
+		devices    = 1000
+		silent     = 100
+		interval   = 500 * time.Millisecond
+		timeout    = 3 * time.Second
+		partitions = 4
+		shards     = 8
+		outage     = 10 * time.Second
+		stagger    = 2 * time.Second
+	)
+	rng := seed(t)
+	rs := testenv.Redis(t)
+	k := testenv.Kafka(t, partitions, signals, timeouts, dlq)
+	cfg := baseConfig(t, rs.Addr(), k.Brokers())
+	cfg.Timeouts.Default = timeout
+	cfg.Shards.InitialCount = shards
+	inst := startApp(t, cfg)
+
+	start := time.Now()
+	produceDown := start.Add(4 * time.Second)
+	fetchDown := produceDown.Add(stagger)
+	produceUp, fetchUp := produceDown.Add(outage), fetchDown.Add(outage)
+	f := startFleet(t, fleetConfig{
+		brokers: k.Brokers(), devices: devices, interval: interval, idPrefix: "k-",
+		silentAt: silentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), fetchUp.Add(2*time.Second)),
+	})
+	events := collect(t, k.Brokers(), partitions)
+	silentIDs := make(map[string]bool, silent)
+	for i := range f.cfg.silentAt {
+		silentIDs[f.ids[i]] = true
+	}
+
+	m := inst.Metrics
+	sleepUntil(produceDown)
+	publishErrs0 := testutil.ToFloat64(m.PublishErrors)
+	published0 := testutil.ToFloat64(m.TimeoutsPublished)
+	produce := k.Cluster().Fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: timeouts, Count: -1},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlq, Count: -1},
+	)
+	t.Logf("produce fails from +%v", time.Since(start).Round(time.Millisecond))
+	sleepUntil(fetchDown)
+	fetch := k.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Count: -1})
+	t.Logf("fetch fails from +%v", time.Since(start).Round(time.Millisecond))
+
+	// Just before produce comes back: every silent device whose deadline
+	// has passed and that was not published before the outage is still in
+	// its shard.
+	sleepUntil(produceUp.Add(-500 * time.Millisecond))
+	if inst.exited() {
+		t.Fatalf("flatline exited during the Kafka outage: %v", inst.err)
+	}
+	got := events.byDevice()
+	last, _ := f.result(t)
+	held := 0
+	for id := range silentIDs {
+		deadline := last[id] + timeout.Milliseconds()
+		if len(got[id]) > 0 || deadline >= time.Now().UnixMilli() {
+			continue
+		}
+		_, ok, err := inst.Store.Score(context.Background(), shard.Of(shard.Hash(id), shards), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Errorf("%s: due at %d, not published, yet gone from its shard", id, deadline)
+		}
+		if deadline < fetchDown.UnixMilli() {
+			held++ // due while the watermark could still pass it: dispatch was attempted
+		}
+	}
+	publishErrs := testutil.ToFloat64(m.PublishErrors) - publishErrs0
+	if held == 0 || publishErrs == 0 {
+		t.Errorf("no publish was attempted during the outage (%d due members held, %v publish errors): the test proves nothing", held, publishErrs)
+	}
+	// Backoff: 50ms doubling to 2s per batch in flight; a hot loop would
+	// be thousands.
+	if maxErrs := float64(shards*cfg.Scanner.MaxInflight) * outage.Seconds(); publishErrs > maxErrs {
+		t.Errorf("%v failed publishes in %v: not backing off", publishErrs, outage)
+	}
+	if p := testutil.ToFloat64(m.TimeoutsPublished) - published0; p != 0 {
+		t.Errorf("%v timeouts counted as published while every produce failed", p)
+	}
+
+	sleepUntil(produceUp)
+	produce.Remove()
+	t.Logf("produce back at +%v (%d produce requests failed)", time.Since(start).Round(time.Millisecond), produce.Hits())
+	sleepUntil(fetchUp)
+	fetch.Remove()
+	t.Logf("fetch back at +%v (%d fetch requests failed; flatline logged %d \"fetch failed\" warnings)", time.Since(start).Round(time.Millisecond), fetch.Hits(), inst.log.Count("fetch failed"))
+
+	waitUntil(t, 30*time.Second, "a timeout for every silent device", func() bool {
+		if inst.exited() {
+			t.Fatalf("flatline exited after the Kafka outage: %v", inst.err)
+		}
+		return events.count(silentIDs) == silent
+	})
+	caught := time.Since(fetchUp)
+	time.Sleep(1500 * time.Millisecond) // duplicates and false timeouts would show here
+
+	if err := inst.stop(); err != nil {
+		t.Errorf("flatline stopped with %v", err)
+	}
+	f.stop()
+	events.drain(t)
+	last, maxLag := f.result(t)
+	if maxLag >= timeout {
+		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v)", maxLag, timeout)
+	}
+	v := verify(t, f.ids, last, timeout, events.byDevice(), true)
+	t.Logf("fleet: %d rounds, max heartbeat→next-ack %v; ", f.Rounds(), maxLag.Round(time.Millisecond))
+	t.Logf("produce outage %v, fetch outage %v (staggered %v): %d due members held in their shards, %v publish retries; "+
+		"all silent devices fired %v after fetch came back; %v",
+		outage, outage, stagger, held, publishErrs, caught.Round(time.Millisecond), v)
+}

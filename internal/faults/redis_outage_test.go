@@ -1,0 +1,134 @@
+package faults_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
+)
+
+// TestRedisOutage stops redis-server for 10 s under load and starts it
+// again on the same port. The server runs with --appendonly yes
+// --appendfsync always, so every acknowledged write survives the stop (the
+// persistence mode this test chooses; a promoted replica would do as well).
+//
+// While Redis is down ingest pauses without committing any offset,
+// scanners fail at most once per shard per tick (no hot loop), /readyz
+// answers 503 and the process keeps running. Afterwards /readyz is 200
+// again, every silent device gets its timeout for its last heartbeat, even
+// one sent during the outage, and no live device gets one.
+func TestRedisOutage(t *testing.T) {
+	t.Parallel()
+	const (
+		devices    = 1000
+		silent     = 100
+		interval   = 500 * time.Millisecond
+		timeout    = 3 * time.Second
+		partitions = 4
+		shards     = 8
+		outage     = 10 * time.Second
+	)
+	rng := seed(t)
+	rs := testenv.Redis(t, "--appendonly", "yes", "--appendfsync", "always")
+	k := testenv.Kafka(t, partitions, signals, timeouts, dlq)
+	cfg := baseConfig(t, rs.Addr(), k.Brokers())
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.Timeouts.Default = timeout
+	cfg.Shards.InitialCount = shards
+	cfg.Scanner.LeaseTTL = 2 * time.Second
+	inst := startApp(t, cfg)
+	readyz := "http://" + inst.HTTP.Addr() + "/readyz"
+	waitUntil(t, 10*time.Second, "/readyz 200 at start", func() bool { return httpStatus(readyz) == 200 })
+
+	// Silences spread so that deadlines fall before, during and after the
+	// outage.
+	start := time.Now()
+	down := start.Add(4 * time.Second)
+	up := down.Add(outage)
+	f := startFleet(t, fleetConfig{
+		brokers: k.Brokers(), devices: devices, interval: interval, idPrefix: "r-",
+		silentAt: silentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), up.Add(2*time.Second)),
+	})
+	events := collect(t, k.Brokers(), partitions)
+
+	sleepUntil(down)
+	m := inst.Metrics
+	ingestErrs0, scanErrs0 := testutil.ToFloat64(m.IngestErrors), testutil.ToFloat64(m.ScanErrors)
+	rs.Stop()
+	t.Logf("redis-server stopped at +%v", time.Since(start).Round(time.Millisecond))
+
+	// Once ingest has failed a write, every batch before it is committed
+	// and nothing more may be until Redis is back.
+	waitUntil(t, 5*time.Second, "ingest to fail a write", func() bool {
+		return testutil.ToFloat64(m.IngestErrors) > ingestErrs0
+	})
+	before := committed(t, k.Brokers(), cfg.Kafka.GroupID, signals, partitions)
+	statuses := map[int]int{}
+	for time.Now().Before(up) {
+		statuses[httpStatus(readyz)]++
+		if inst.exited() {
+			t.Fatalf("flatline exited during the Redis outage: %v", inst.err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	after := committed(t, k.Brokers(), cfg.Kafka.GroupID, signals, partitions)
+	end := endOffsets(t, k.Brokers(), signals, partitions)
+	pending := int64(0)
+	for p := range after {
+		if after[p] != before[p] {
+			t.Errorf("partition %d: offset committed from %d to %d while Redis was down", p, before[p], after[p])
+		}
+		pending += end[p] - after[p]
+	}
+	if pending == 0 {
+		t.Error("no heartbeat arrived during the outage: the test proves nothing")
+	}
+	ingestErrs := testutil.ToFloat64(m.IngestErrors) - ingestErrs0
+	scanErrs := testutil.ToFloat64(m.ScanErrors) - scanErrs0
+	if statuses[503] == 0 || statuses[200] > 0 {
+		t.Errorf("/readyz during the outage answered %v, want only 503", statuses)
+	}
+	// Back-off: ingest retries with a doubling delay (capped at 1s), the
+	// scanners at most once per shard per tick.
+	if maxIngest := 3 * outage.Seconds(); ingestErrs > maxIngest {
+		t.Errorf("ingest failed %v writes in %v: not backing off", ingestErrs, outage)
+	}
+	if maxScan := float64(shards) * float64(outage/cfg.Scanner.Interval) * 1.5; scanErrs > maxScan {
+		t.Errorf("scanners failed %v passes in %v (more than one per shard per %v tick)", scanErrs, outage, cfg.Scanner.Interval)
+	}
+
+	restart := time.Now()
+	rs.Start()
+	waitUntil(t, 15*time.Second, "/readyz 200 after Redis came back", func() bool { return httpStatus(readyz) == 200 })
+	readyAfter := time.Since(restart)
+
+	silentIDs := make(map[string]bool, silent)
+	for i := range f.cfg.silentAt {
+		silentIDs[f.ids[i]] = true
+	}
+	waitUntil(t, 30*time.Second, "a timeout for every silent device", func() bool {
+		if inst.exited() {
+			t.Fatalf("flatline exited after the Redis outage: %v", inst.err)
+		}
+		return events.count(silentIDs) == silent
+	})
+	caught := time.Since(restart)
+	time.Sleep(1500 * time.Millisecond) // duplicates and false timeouts would show here
+
+	if err := inst.stop(); err != nil {
+		t.Errorf("flatline stopped with %v", err)
+	}
+	f.stop()
+	events.drain(t)
+	last, maxLag := f.result(t)
+	if maxLag >= timeout {
+		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v)", maxLag, timeout)
+	}
+	v := verify(t, f.ids, last, timeout, events.byDevice(), true)
+	t.Logf("fleet: %d rounds, max heartbeat→next-ack %v; ", f.Rounds(), maxLag.Round(time.Millisecond))
+	t.Logf("outage %v: %d heartbeats held uncommitted; /readyz %v; %v failed ingest writes, %v failed scanner passes; "+
+		"/readyz 200 %v after restart, all silent devices fired %v after restart; %v",
+		outage, pending, statuses, ingestErrs, scanErrs, readyAfter.Round(time.Millisecond), caught.Round(time.Millisecond), v)
+}
