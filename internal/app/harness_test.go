@@ -204,7 +204,7 @@ func (f *fleet) last(id string) int64 {
 
 // verdict checks the events: exactly one timeout per silent device with its
 // fields right, none for live devices; it returns the lateness samples.
-func (f *fleet) verdict(t *testing.T, got map[string][]received, timeout time.Duration, shards int) (late []time.Duration) {
+func (f *fleet) verdict(t *testing.T, got gathered, timeout time.Duration, shards int) (late []time.Duration) {
 	t.Helper()
 	for i, id := range f.ids {
 		evs := got[id]
@@ -244,4 +244,43 @@ func (f *fleet) verdict(t *testing.T, got map[string][]received, timeout time.Du
 		late = append(late, evs[0].at.Sub(time.UnixMilli(ev.DeadlineMs)))
 	}
 	return late
+}
+
+// gathered holds received events by device.
+type gathered map[string][]received
+
+func (g gathered) add(r received) { g[r.ev.DeviceID] = append(g[r.ev.DeviceID], r) }
+
+// until gathers from ch until done() holds, failing after d.
+func (g gathered) until(t *testing.T, ch <-chan received, d time.Duration, what string, done func() bool) {
+	t.Helper()
+	limit := time.After(d)
+	for !done() {
+		select {
+		case r := <-ch:
+			g.add(r)
+		case <-limit:
+			t.Fatalf("after %s: %s", d, what)
+		}
+	}
+}
+
+// during gathers from ch for d.
+func (g gathered) during(ch <-chan received, d time.Duration) {
+	end := time.After(d)
+	for {
+		select {
+		case r := <-ch:
+			g.add(r)
+		case <-end:
+			return
+		}
+	}
+}
+
+// drain gathers what ch holds now.
+func (g gathered) drain(ch <-chan received) {
+	for len(ch) > 0 {
+		g.add(<-ch)
+	}
 }

@@ -154,33 +154,13 @@ func TestRestartAfterGapNoFalseTimeouts(t *testing.T) {
 	time.Sleep(gap) // the fleet beats on into Kafka; no flatline runs
 	b := start(t, e.cfg, app.Hooks{})
 
-	got := make(map[string][]received)
-	waitEvents := time.After(60 * time.Second)
-	for len(got) < 100 {
-		select {
-		case ev := <-events:
-			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
-		case <-waitEvents:
-			t.Fatalf("%d of 100 silent devices timed out after the restart", len(got))
-		}
-	}
-	settle := time.After(1500 * time.Millisecond)
-wait:
-	for {
-		select {
-		case ev := <-events:
-			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
-		case <-settle:
-			break wait
-		}
-	}
+	got := gathered{}
+	got.until(t, events, 60*time.Second, "not every silent device timed out after the restart", func() bool { return len(got) >= 100 })
+	got.during(events, 1500*time.Millisecond) // late duplicates or false timeouts
 	if err := b.stop(); err != nil {
 		t.Fatal(err)
 	}
 	f.stop()
-	for len(events) > 0 {
-		ev := <-events
-		got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
-	}
+	got.drain(events)
 	f.verdict(t, got, timeout, 8)
 }

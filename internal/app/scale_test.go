@@ -44,13 +44,7 @@ func TestScaleUnderLoad(t *testing.T) {
 	}
 	f := startFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
 
-	got := make(map[string][]received)
-	drain := func() {
-		for len(events) > 0 {
-			ev := <-events
-			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
-		}
-	}
+	got := gathered{}
 	ctx := context.Background()
 	// Scale while devices go silent and time out: the first change once
 	// silences have begun, each next one a while after the previous one
@@ -65,7 +59,7 @@ func TestScaleUnderLoad(t *testing.T) {
 		sawProgress := false
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			drain()
+			got.drain(events)
 			st, err := rebalance.ReadStatus(ctx, inst.Store, time.Now())
 			if err != nil {
 				t.Fatal(err)
@@ -79,26 +73,13 @@ func TestScaleUnderLoad(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("scale to %d did not finalize: %+v", to, st.Migration)
 			}
-			select {
-			case ev := <-events:
-				got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
-			case <-time.After(50 * time.Millisecond):
-			}
+			got.during(events, 50*time.Millisecond)
 		}
 		if !sawProgress {
 			t.Errorf("shards status never showed the %d→%d migration in progress", from, to)
 		}
 		from = to
-		pause := time.After(1500 * time.Millisecond)
-	paused:
-		for {
-			select {
-			case ev := <-events:
-				got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
-			case <-pause:
-				break paused
-			}
-		}
+		got.during(events, 1500*time.Millisecond)
 	}
 	// Wait for the silent devices' timeouts, then a settle period.
 	want := 0
@@ -116,30 +97,13 @@ func TestScaleUnderLoad(t *testing.T) {
 		}
 		return n
 	}
-	deadline := time.After(90 * time.Second)
-	for count() < want {
-		select {
-		case ev := <-events:
-			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
-		case <-deadline:
-			t.Fatalf("%d of %d silent devices timed out", count(), want)
-		}
-	}
-	settle := time.After(1500 * time.Millisecond)
-wait:
-	for {
-		select {
-		case ev := <-events:
-			got[ev.ev.DeviceID] = append(got[ev.ev.DeviceID], ev)
-		case <-settle:
-			break wait
-		}
-	}
+	got.until(t, events, 90*time.Second, "not every silent device timed out", func() bool { return count() >= want })
+	got.during(events, 1500*time.Millisecond) // late duplicates or false timeouts
 	if err := inst.stop(); err != nil {
 		t.Fatal(err)
 	}
 	f.stop()
-	drain()
+	got.drain(events)
 	late := f.verdict(t, got, timeout, 128)
 	slices.Sort(late)
 	if len(late) > 0 {
