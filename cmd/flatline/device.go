@@ -23,15 +23,11 @@ func newDeviceCmd(g *globals) *cobra.Command {
 		Example: `  flatline device get d-42`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := g.load(nil)
+			cfg, store, closeStore, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
-			rdb, store, err := app.Connect(cmd.Context(), cfg.Redis)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
+			defer closeStore()
 			policy, err := app.LoadPolicy(cmd.Context(), store, cfg.Timeouts)
 			if err != nil {
 				return err

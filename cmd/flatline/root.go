@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/logging"
+	"github.com/flatline-dev/flatline/shard"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -36,6 +38,20 @@ func (g *globals) load(set map[string]string) (*configs.Config, error) {
 		set["log.level"] = g.logLevel
 	}
 	return configs.Load(configs.LoadOptions{File: g.configFile, Env: os.Environ(), Set: set})
+}
+
+// connect loads the configuration and opens the Redis store; close it with
+// the returned func.
+func (g *globals) connect(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
+	cfg, err := g.load(nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rdb, store, err := app.Connect(ctx, cfg.Redis)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, store, func() { _ = rdb.Close() }, nil
 }
 
 func (g *globals) logger(cfg *configs.Config) *slog.Logger {

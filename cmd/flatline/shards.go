@@ -26,15 +26,11 @@ func newShardsCmd(g *globals) *cobra.Command {
   flatline shards status --json | jq .migration`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load(nil)
+			_, store, closeStore, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
-			rdb, store, err := app.Connect(cmd.Context(), cfg.Redis)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
+			defer closeStore()
 			st, err := rebalance.ReadStatus(cmd.Context(), store, time.Now())
 			if err != nil {
 				return err
@@ -70,15 +66,11 @@ layout by itself. Follow it with 'flatline shards status'.`,
 			if !cmd.Flags().Changed("to") {
 				return fmt.Errorf("--to is required: the new shard count (double or half the current one)")
 			}
-			cfg, err := g.load(nil)
+			_, store, closeStore, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
-			rdb, store, err := app.Connect(cmd.Context(), cfg.Redis)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
+			defer closeStore()
 			cur, ok, err := store.Layout(cmd.Context())
 			if err != nil {
 				return err
