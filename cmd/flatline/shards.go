@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
