@@ -88,16 +88,36 @@ func isNoScript(err error) bool {
 }
 
 // pipelined runs fill in a pipeline and, when Redis lost its script cache
-// (a restart), reloads the scripts and runs it once more.
+// (a restart or failover), reloads the scripts and runs once more the calls
+// that met NOSCRIPT. Only those: in a cluster the other masters' calls
+// already ran, and running them again would lose what they reported (a
+// recovery is reported by the call that ends it, once).
 func (s *Store) pipelined(ctx context.Context, fill func(redis.Pipeliner) error) ([]redis.Cmder, error) {
 	cmds, err := s.rdb.Pipelined(ctx, fill)
-	if isNoScript(err) {
-		if lerr := s.LoadScripts(ctx); lerr != nil {
-			return nil, lerr
-		}
-		cmds, err = s.rdb.Pipelined(ctx, fill)
+	if !isNoScript(err) {
+		return cmds, err
 	}
-	return cmds, err
+	if lerr := s.LoadScripts(ctx); lerr != nil {
+		return nil, lerr
+	}
+	var again []redis.Cmder
+	for _, c := range cmds {
+		if isNoScript(c.Err()) {
+			again = append(again, c)
+		}
+	}
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range again {
+			_ = p.Process(ctx, c)
+		}
+		return nil
+	})
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return cmds, err
+		}
+	}
+	return cmds, nil
 }
 
 // Member is a device in a shard's deadlines set with its score.
