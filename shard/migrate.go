@@ -28,7 +28,7 @@ func (s *Store) Copies(ctx context.Context, shards []int, ids []string) ([]Copy,
 		}
 		return nil
 	})
-	if err != nil && err != redis.Nil {
+	if err := readErr(cmds, err); err != nil {
 		return nil, fmt.Errorf("read scores: %w", err)
 	}
 	out := make([]Copy, len(ids))

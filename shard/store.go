@@ -120,6 +120,25 @@ func (s *Store) pipelined(ctx context.Context, fill func(redis.Pipeliner) error)
 	return cmds, nil
 }
 
+// readErr is the error of a pipeline of reads, where redis.Nil ("no such
+// key or member") is an answer, not a failure. Pipelined reports only the
+// first failed command, and a redis.Nil ahead of a command that failed (in a
+// cluster: its master is down) would hide the failure.
+func readErr(cmds []redis.Cmder, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && !errors.Is(cerr, redis.Nil) {
+			return cerr
+		}
+	}
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	return err
+}
+
 // Member is a device in a shard's deadlines set with its score.
 type Member struct {
 	ID    string
@@ -452,7 +471,7 @@ func (s *Store) LeaseOwners(ctx context.Context, n int) ([]string, error) {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err := readErr(cmds, err); err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
 	out := make([]string, n)
