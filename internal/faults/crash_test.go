@@ -74,6 +74,7 @@ func TestCrashKill9(t *testing.T) {
 		p.kill()
 		down := time.Duration(rng.Int64N(int64(500 * time.Millisecond)))
 		t.Logf("kill -9 #%d at +%v (run %d); restarting after %v", i+1, time.Since(start).Round(time.Millisecond), run, down.Round(time.Millisecond))
+		logs.Note("killed at +%v", time.Since(start).Round(time.Millisecond))
 		time.Sleep(down)
 		run++
 		logs.Note("start run %d", run)
@@ -111,5 +112,17 @@ func TestCrashKill9(t *testing.T) {
 		kills, run, f.Rounds(), maxLag.Round(time.Millisecond), ghosts, v)
 	if v.duplicates > 0 {
 		t.Logf("duplicates: %d timeout events repeated across the kills, each with its original's event_id (at-least-once)", v.duplicates)
+		shown := 0
+		for id, evs := range events.byDevice() {
+			if len(evs) < 2 || shown == 5 {
+				continue
+			}
+			shown++
+			line := id + ": deadline +" + time.UnixMilli(evs[0].ev.DeadlineMs).Sub(start).Round(time.Millisecond).String() + ", detected at"
+			for _, r := range evs {
+				line += " +" + time.UnixMilli(r.ev.DetectedAtMs).Sub(start).Round(time.Millisecond).String()
+			}
+			t.Log(line)
+		}
 	}
 }

@@ -32,16 +32,24 @@ import (
 // TestMemoryBoundedSoak is the full check of issue #6, 5,000,000 ids; it
 // runs only with FLATLINE_SOAK=1 (it takes minutes and a few GB in the
 // test process for kfake's copy of the messages).
+//
+// Both run twice: exact (the default) and with ingest.coalesce_window, whose
+// memory of recent writes is the one per-device structure in the process
+// (it must stay bounded by the window and its entry cap).
 func TestMemoryBounded(t *testing.T) {
 	t.Parallel()
-	memoryRun(t, 300_000, 100_000)
+	for _, window := range []string{"0s", "1s"} {
+		t.Run("coalesce_window="+window, func(t *testing.T) { memoryRun(t, 300_000, 100_000, window) })
+	}
 }
 
 func TestMemoryBoundedSoak(t *testing.T) {
 	if os.Getenv("FLATLINE_SOAK") == "" {
 		t.Skip("set FLATLINE_SOAK=1 to stream 5,000,000 devices through one instance")
 	}
-	memoryRun(t, 5_000_000, 1_000_000)
+	for _, window := range []string{"0s", "1s"} {
+		t.Run("coalesce_window="+window, func(t *testing.T) { memoryRun(t, 5_000_000, 1_000_000, window) })
+	}
 }
 
 // gcTraceRE matches a gctrace line's heap sizes: at GC start, at GC end,
@@ -58,7 +66,7 @@ type gcSample struct {
 // memoryRun streams total distinct devices through one instance and
 // compares the live heap while the first `phase` devices stream through
 // with the live heap while the last `phase` do.
-func memoryRun(t *testing.T, total, phase int) {
+func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 	const partitions = 4
 	bin := flatlineBinary(t)
 	rs := testenv.Redis(t)
@@ -66,15 +74,16 @@ func memoryRun(t *testing.T, total, phase int) {
 	prefix := testenv.Prefix(t)
 	group := "flatline-" + prefix
 	env := childEnv(map[string]string{
-		"FLATLINE_REDIS_ADDRS":          rs.Addr(),
-		"FLATLINE_REDIS_KEY_PREFIX":     prefix,
-		"FLATLINE_KAFKA_BROKERS":        k.Brokers()[0],
-		"FLATLINE_KAFKA_GROUP_ID":       group,
-		"FLATLINE_TIMEOUTS_DEFAULT":     "1h", // nothing fires: the devices only stream through
-		"FLATLINE_SHARDS_INITIAL_COUNT": "16",
-		"FLATLINE_HTTP_ADDR":            "127.0.0.1:0",
-		"FLATLINE_LOG_LEVEL":            "info",
-		"GODEBUG":                       "gctrace=1",
+		"FLATLINE_REDIS_ADDRS":            rs.Addr(),
+		"FLATLINE_REDIS_KEY_PREFIX":       prefix,
+		"FLATLINE_KAFKA_BROKERS":          k.Brokers()[0],
+		"FLATLINE_KAFKA_GROUP_ID":         group,
+		"FLATLINE_TIMEOUTS_DEFAULT":       "1h", // nothing fires: the devices only stream through
+		"FLATLINE_SHARDS_INITIAL_COUNT":   "16",
+		"FLATLINE_INGEST_COALESCE_WINDOW": coalesceWindow,
+		"FLATLINE_HTTP_ADDR":              "127.0.0.1:0",
+		"FLATLINE_LOG_LEVEL":              "info",
+		"GODEBUG":                         "gctrace=1",
 		// More, smaller GC cycles: more samples of the live heap.
 		"GOGC": "25",
 	})
