@@ -222,31 +222,58 @@ func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assig
 	return out, nil
 }
 
-// read fetches one partition from start and feeds the batcher.
+// read fetches one partition from start and feeds the batcher. After a
+// fetch error it closes the reader and opens a new one at the next offset,
+// after a doubling backoff (10 ms to 1 s): kafka-go's reader would otherwise
+// restart its fetch loop at once after every error. The start and the end
+// of a failure are logged once.
 func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int, start int64, out chan<- record) {
+	next := start
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		err := in.readFrom(ctx, dialer, partition, &next, out, &backoff)
+		if ctx.Err() != nil {
+			return
+		}
+		if backoff == 0 {
+			in.opts.Log.Warn("fetch failing, retrying with backoff", "partition", partition, "err", err)
+			backoff = 10 * time.Millisecond
+		} else if backoff < time.Second {
+			backoff *= 2
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// readFrom reads from *next until an error, advancing *next.
+func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition int, next *int64, out chan<- record, backoff *time.Duration) error {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: in.opts.Kafka.Brokers, Topic: in.opts.Kafka.SignalsTopic, Partition: partition, Dialer: dialer,
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond, QueueCapacity: 1024,
 		ReadBackoffMin: 10 * time.Millisecond, ReadBackoffMax: 500 * time.Millisecond,
 	})
 	defer r.Close()
-	if err := r.SetOffset(start); err != nil {
-		in.opts.Log.Error("set offset", "partition", partition, "err", err)
-		return
+	if err := r.SetOffset(*next); err != nil {
+		return err
 	}
 	for {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			in.opts.Log.Warn("fetch failed", "partition", partition, "err", err)
-			continue
+			return err
 		}
+		if *backoff != 0 {
+			in.opts.Log.Info("fetch resumed", "partition", partition)
+			*backoff = 0
+		}
+		*next = m.Offset + 1
 		select {
 		case out <- record{partition: partition, msg: m}:
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		}
 	}
 }

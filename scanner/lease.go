@@ -38,6 +38,10 @@ type Leaser struct {
 
 	mu    sync.Mutex // guards owned for readers outside the leaser
 	owned map[int]bool
+	// renewed is when each owned lease was last acquired or renewed: a
+	// lease not renewed for a whole TTL (Redis unreachable) is given up,
+	// since another instance may hold it by now.
+	renewed map[int]time.Time
 	// Changed receives after every round that changed ownership (tests wait
 	// on it); it never blocks the leaser.
 	Changed chan struct{}
@@ -51,7 +55,7 @@ func NewLeaser(store *shard.Store, id string, ttl time.Duration, layout LayoutSo
 		tick = 500 * time.Millisecond
 	}
 	return &Leaser{store: store, id: id, ttl: ttl, tick: tick, layout: layout, apply: apply,
-		log: log, metrics: m, now: time.Now, owned: make(map[int]bool), Changed: make(chan struct{}, 1)}
+		log: log, metrics: m, now: time.Now, owned: make(map[int]bool), renewed: make(map[int]time.Time), Changed: make(chan struct{}, 1)}
 }
 
 // Owned returns the shards this instance holds, sorted.
@@ -94,6 +98,7 @@ func (l *Leaser) round(ctx context.Context) {
 	if err != nil {
 		if ctx.Err() == nil {
 			l.log.Debug("instance heartbeat failed", "err", err)
+			l.expire(now)
 		}
 		return
 	}
@@ -124,9 +129,10 @@ func (l *Leaser) round(ctx context.Context) {
 		if ok {
 			ok, err = l.store.RenewLease(ctx, id, l.id, l.ttl)
 			if err != nil {
-				// Redis unreachable: keep scanning what we hold until the
-				// lease would have expired anyway; renewal retries next tick.
-				continue
+				continue // Redis unreachable: expire gives it up after a TTL
+			}
+			if ok {
+				l.renewed[id] = now
 			}
 		}
 		if !ok {
@@ -163,6 +169,7 @@ func (l *Leaser) round(ctx context.Context) {
 				break
 			}
 			if ok {
+				l.renewed[id] = now
 				l.mu.Lock()
 				l.owned[id] = true
 				l.mu.Unlock()
@@ -188,6 +195,26 @@ func (l *Leaser) round(ctx context.Context) {
 				v = 1
 			}
 			l.metrics.LeaseOwned.WithLabelValues(strconv.Itoa(id)).Set(v)
+		}
+	}
+}
+
+// expire gives up the leases not renewed for a whole TTL.
+func (l *Leaser) expire(now time.Time) {
+	changed := false
+	for _, id := range l.Owned() {
+		if now.Sub(l.renewed[id]) >= l.ttl {
+			l.mu.Lock()
+			delete(l.owned, id)
+			l.mu.Unlock()
+			delete(l.renewed, id)
+			changed = true
+			l.log.Info("scanner lease expired: not renewed for a TTL", "shard", id)
+		}
+	}
+	if changed {
+		if err := l.apply(l.Owned()); err != nil {
+			l.log.Error("apply shard ownership", "err", err)
 		}
 	}
 }

@@ -200,6 +200,10 @@ type shardScanner struct {
 	job gocron.Job
 
 	pending atomic.Bool  // a wake-up is queued
+	// After a failed scan the shard waits backoff (doubling up to 2 s)
+	// before it scans again; only its own pass goroutine touches these.
+	backoff   time.Duration
+	failUntil time.Time
 	held    atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
 	stopped atomic.Bool
 
@@ -237,7 +241,7 @@ func (sc *shardScanner) stop() {
 // for its next deadline.
 func (sc *shardScanner) pass() {
 	sc.pending.Store(false)
-	if sc.stopped.Load() {
+	if sc.stopped.Load() || time.Now().Before(sc.failUntil) {
 		return
 	}
 	s := sc.s
@@ -252,7 +256,7 @@ func (sc *shardScanner) pass() {
 	sc.mu.Unlock()
 	for !sc.stopped.Load() {
 		upTo := s.opts.Gate.UpTo()
-		max := shard.MaxScore(upTo)
+		limit := shard.MaxScore(upTo)
 		sc.mu.Lock()
 		offset, busy := sc.active, sc.batches >= s.cfg.MaxInflight
 		sc.mu.Unlock()
@@ -264,16 +268,19 @@ func (sc *shardScanner) pass() {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.scanFailed(sc.id, err)
+				sc.backoff = min(max(2*sc.backoff, s.cfg.Interval), 2*time.Second)
+				sc.failUntil = time.Now().Add(sc.backoff)
 			}
-			return // the next interval tick retries
+			return // a tick after the backoff retries
 		}
+		sc.backoff = 0
 		s.scanSucceeded()
 		due := ms[:0:0]
 		var next *shard.Member
 		for k := range ms {
-			if ms[k].Score <= max && len(due) < batch {
+			if ms[k].Score <= limit && len(due) < batch {
 				due = append(due, ms[k])
-			} else if ms[k].Score > max {
+			} else if ms[k].Score > limit {
 				next = &ms[k]
 				break
 			}
