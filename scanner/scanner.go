@@ -199,13 +199,13 @@ type shardScanner struct {
 	id  int
 	job gocron.Job
 
-	pending atomic.Bool  // a wake-up is queued
+	pending atomic.Bool // a wake-up is queued
 	// After a failed scan the shard waits backoff (doubling up to 2 s)
 	// before it scans again; only its own pass goroutine touches these.
 	backoff   time.Duration
 	failUntil time.Time
-	held    atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
-	stopped atomic.Bool
+	held      atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
+	stopped   atomic.Bool
 
 	mu sync.Mutex
 	// inflight holds the members handed to dispatch: true while their
