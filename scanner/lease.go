@@ -26,12 +26,15 @@ type LayoutSource interface {
 // one more for the first shards%live instances by id, so counts differ by at
 // most one and add up to the shard count.
 type Leaser struct {
-	store   *shard.Store
-	id      string
-	ttl     time.Duration
-	tick    time.Duration
-	layout  LayoutSource
-	apply   func(ids []int) error
+	store  *shard.Store
+	id     string
+	ttl    time.Duration
+	tick   time.Duration
+	layout LayoutSource
+	apply  func(ids []int) error
+	// Drain, when set, waits for the in-flight batches of a shard the
+	// leaser stopped scanning before it gives the lease up for balance.
+	Drain   func(id int, d time.Duration)
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	now     func() time.Time
@@ -147,12 +150,18 @@ func (l *Leaser) round(ctx context.Context) {
 	for len(l.owned) > target {
 		ids := l.Owned()
 		id := ids[len(ids)-1]
-		if err := l.store.ReleaseLease(ctx, id, l.id); err != nil {
-			break
-		}
+		// Stop scanning it and let its batches finish first, so the next
+		// owner does not fire them again.
 		l.mu.Lock()
 		delete(l.owned, id)
 		l.mu.Unlock()
+		_ = l.apply(l.Owned())
+		if l.Drain != nil {
+			l.Drain(id, l.ttl/2)
+		}
+		if err := l.store.ReleaseLease(ctx, id, l.id); err != nil {
+			break // it expires by itself
+		}
 		changed = true
 		l.log.Info("scanner lease released for balance", "shard", id)
 	}

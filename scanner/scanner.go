@@ -59,8 +59,9 @@ type Scanner struct {
 	opts  Options
 	sched gocron.Scheduler
 
-	mu     sync.Mutex
-	shards map[int]*shardScanner
+	mu      sync.Mutex
+	shards  map[int]*shardScanner
+	retired map[int]*shardScanner // stopped, maybe with batches still out
 
 	// dispatchCtx outlives the run context so in-flight batches finish on
 	// shutdown; it is cancelled when the drain deadline passes.
@@ -95,7 +96,7 @@ func New(cfg Config, opts Options) (*Scanner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create scheduler: %w", err)
 	}
-	s := &Scanner{cfg: cfg, opts: opts, sched: sched, shards: make(map[int]*shardScanner)}
+	s := &Scanner{cfg: cfg, opts: opts, sched: sched, shards: make(map[int]*shardScanner), retired: make(map[int]*shardScanner)}
 	s.dispatchCtx, s.cancelDispatch = context.WithCancel(context.Background())
 	opts.Gate.OnAdvance(s.onWatermark)
 	return s, nil
@@ -126,9 +127,29 @@ func (s *Scanner) SetShards(ids []int) error {
 			sc.stop()
 			_ = s.sched.RemoveJob(sc.job.ID())
 			delete(s.shards, id)
+			s.retired[id] = sc
 		}
 	}
 	return nil
+}
+
+// Drain waits, at most d, until the batches a stopped scanner of shard id
+// handed to dispatch are acknowledged and removed, so its lease can pass to
+// another instance without that one firing them a second time.
+func (s *Scanner) Drain(id int, d time.Duration) {
+	s.mu.Lock()
+	sc := s.retired[id]
+	delete(s.retired, id)
+	s.mu.Unlock()
+	if sc == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { sc.out.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
 }
 
 // Shards returns the shards this scanner runs.
@@ -199,7 +220,8 @@ type shardScanner struct {
 	id  int
 	job gocron.Job
 
-	pending atomic.Bool // a wake-up is queued
+	out     sync.WaitGroup // batches handed to dispatch and not yet done
+	pending atomic.Bool    // a wake-up is queued
 	// After a failed scan the shard waits backoff (doubling up to 2 s)
 	// before it scans again; only its own pass goroutine touches these.
 	backoff   time.Duration
@@ -374,8 +396,10 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 	s := sc.s
 	detectedAt := s.opts.Now()
 	s.inflight.Add(1)
+	sc.out.Add(1)
 	go func() {
 		defer s.inflight.Done()
+		defer sc.out.Done()
 		defer sc.release(batch)
 		ctx := s.dispatchCtx
 		var overrides map[string]int64

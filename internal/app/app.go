@@ -162,6 +162,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 			return nil, err
 		}
 		a.Leaser = scanner.NewLeaser(a.Store, a.id, cfg.Scanner.LeaseTTL, a.Watcher, a.Scanner.SetShards, a.Metrics, log)
+		a.Leaser.Drain = a.Scanner.Drain
 		// The owner of shard 0's scanner sweeps migrations: one sweeper at a time.
 		a.Sweeper = rebalance.NewSweeper(a.Store, a.Watcher, func() bool { return a.Leaser.Owns(0) }, a.Metrics, log)
 	}
