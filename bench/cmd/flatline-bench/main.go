@@ -258,6 +258,9 @@ func (o *options) describeScale() string {
 	}
 	var diffs []string
 	for _, k := range []string{"ingest-devices", "ingest-heartbeats", "lat-devices", "lat-rate", "lat-probes", "mass-devices", "mem-devices"} {
+		if k == "mem-devices" && got[k] == 10_000_000 {
+			continue // the issue's `make bench-large` size
+		}
 		if got[k] != issueSizes[k] {
 			diffs = append(diffs, fmt.Sprintf("%s %s (issue: %s)", k, num(got[k]), num(issueSizes[k])))
 		}
