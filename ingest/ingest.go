@@ -184,7 +184,9 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		partition, start := a.ID, starts[a.ID]
 		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs) })
 	}
-	gen.Start(func(gctx context.Context) { in.batcher(gctx, gen, msgs, pos) })
+	commits := newCommitter()
+	gen.Start(func(gctx context.Context) { in.batcher(gctx, commits, msgs, pos) })
+	gen.Start(func(gctx context.Context) { in.commitLoop(gctx, gen, commits) })
 	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos) })
 }
 
@@ -279,7 +281,7 @@ func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition 
 }
 
 // batcher gathers fetched records into batches and processes them in order.
-func (in *Ingest) batcher(ctx context.Context, gen *kafka.Generation, msgs <-chan record, pos map[int]*position) {
+func (in *Ingest) batcher(ctx context.Context, commits *committer, msgs <-chan record, pos map[int]*position) {
 	p := newProcessor(in)
 	buf := make([]record, 0, in.cfg.BatchSize)
 	timer := time.NewTimer(time.Hour)
@@ -330,13 +332,83 @@ func (in *Ingest) batcher(ctx context.Context, gen *kafka.Generation, msgs <-cha
 		for part, off := range offsets {
 			pos[part].written.Store(off)
 		}
-		if err := gen.CommitOffsets(map[string]map[int]int64{in.opts.Kafka.SignalsTopic: offsets}); err != nil {
-			in.opts.Log.Warn("commit offsets", "err", err)
-		} else if h := in.opts.Hooks.Committed; h != nil {
-			h(offsets)
-		}
+		// The watermark first: firing waits for it, not for the commit.
 		if err := in.opts.Store.RaiseWatermarks(ctx, 0, wms); err != nil && ctx.Err() == nil {
 			in.opts.Log.Warn("raise watermarks", "err", err)
+		}
+		commits.add(offsets)
+	}
+}
+
+// committer hands written offsets to commitLoop, which commits the latest
+// ones in the background so the batcher never waits for Kafka's answer.
+type committer struct {
+	mu      sync.Mutex
+	pending map[int]int64
+	wake    chan struct{}
+}
+
+func newCommitter() *committer {
+	return &committer{pending: make(map[int]int64), wake: make(chan struct{}, 1)}
+}
+
+func (c *committer) add(offsets map[int]int64) {
+	c.mu.Lock()
+	for p, off := range offsets {
+		if off > c.pending[p] {
+			c.pending[p] = off
+		}
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *committer) take() map[int]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) == 0 {
+		return nil
+	}
+	out := c.pending
+	c.pending = make(map[int]int64, len(out))
+	return out
+}
+
+// commitLoop commits what the batcher wrote until the generation ends, and
+// once more then, so a clean shutdown leaves nothing to re-read.
+func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *committer) {
+	failing := false
+	commit := func() {
+		offsets := c.take()
+		if offsets == nil {
+			return
+		}
+		if err := gen.CommitOffsets(map[string]map[int]int64{in.opts.Kafka.SignalsTopic: offsets}); err != nil {
+			if !failing && ctx.Err() == nil {
+				in.opts.Log.Warn("commit offsets failing (they are retried; messages are re-read at worst)", "err", err)
+			}
+			failing = true
+			c.add(offsets) // retried with the next ones
+			return
+		}
+		if failing {
+			in.opts.Log.Info("commit offsets resumed")
+			failing = false
+		}
+		if h := in.opts.Hooks.Committed; h != nil {
+			h(offsets)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			commit()
+			return
+		case <-c.wake:
+			commit()
 		}
 	}
 }

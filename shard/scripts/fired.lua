@@ -3,7 +3,8 @@
 -- keeps its member), and remember them in the down set: for recovered
 -- events, to drop replays of heartbeats older than the timeout, and so that
 -- during a migration a copy of the device in its other shard knows the
--- silence already fired.
+-- silence already fired. Every member is remembered as down, removed or
+-- not: its event is out.
 --
 -- KEYS[1]  deadlines ZSET of the shard
 -- KEYS[2]  down ZSET of the shard
@@ -11,18 +12,41 @@
 -- ARGV[1]  prune: down-set entries scored below this are dropped
 -- ARGV[2 ..]  member1, score1, member2, score2, ... as the scan read them
 --
--- Every member is remembered as down, removed or not: its event is out.
---
--- Returns the number of members removed.
-local removed = 0
-for k = 2, #ARGV, 2 do
-  local cur = redis.call('ZSCORE', KEYS[1], ARGV[k])
-  if cur and tonumber(cur) == tonumber(ARGV[k + 1]) then
-    redis.call('ZREM', KEYS[1], ARGV[k])
-    redis.call('HDEL', KEYS[3], ARGV[k])
-    removed = removed + 1
+-- Returns the number of members removed. A few variadic calls per batch,
+-- not a few calls per member.
+local n = (#ARGV - 1) / 2
+local members = {}
+for i = 1, n do
+  members[i] = ARGV[2 * i]
+end
+local cur = {}
+for i = 1, n, 4000 do
+  local part = redis.call('ZMSCORE', KEYS[1], unpack(members, i, math.min(i + 3999, n)))
+  for j = 1, #part do
+    cur[i + j - 1] = part[j]
   end
-  redis.call('ZADD', KEYS[2], 'GT', ARGV[k + 1], ARGV[k])
+end
+local gone, overridden, down = {}, {}, {}
+for i = 1, n do
+  local score = ARGV[2 * i + 1]
+  if cur[i] and tonumber(cur[i]) == tonumber(score) then
+    gone[#gone + 1] = members[i]
+    -- the override flag is bit 10 of the score
+    if math.floor(tonumber(score) / 1024) % 2 == 1 then
+      overridden[#overridden + 1] = members[i]
+    end
+  end
+  down[#down + 1] = score
+  down[#down + 1] = members[i]
+end
+for i = 1, #gone, 4000 do
+  redis.call('ZREM', KEYS[1], unpack(gone, i, math.min(i + 3999, #gone)))
+end
+for i = 1, #overridden, 4000 do
+  redis.call('HDEL', KEYS[3], unpack(overridden, i, math.min(i + 3999, #overridden)))
+end
+for i = 1, #down, 4000 do
+  redis.call('ZADD', KEYS[2], 'GT', unpack(down, i, math.min(i + 3999, #down)))
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[1])
-return removed
+return #gone
