@@ -39,8 +39,8 @@ type Config struct {
 	// too_large above it). Default: 65536.
 	MaxValueBytes int `koanf:"max_value_bytes"`
 	// ProbeInterval is how often ingest asks Kafka for the high-water marks
-	// of its partitions to move an idle partition's watermark to the probe's
-	// send time. Default: 20ms.
+	// of its partitions: once everything below a probe's mark is written,
+	// the partition's watermark moves to the probe's send time. Default: 10ms.
 	ProbeInterval time.Duration `koanf:"probe_interval"`
 }
 
@@ -52,7 +52,7 @@ func DefaultConfig() Config {
 		BatchWait:     5 * time.Millisecond,
 		MaxSkew:       500 * time.Millisecond,
 		MaxValueBytes: 64 << 10,
-		ProbeInterval: 20 * time.Millisecond,
+		ProbeInterval: 10 * time.Millisecond,
 	}
 }
 

@@ -149,6 +149,44 @@ type record struct {
 // position tracks, per partition, the next offset not yet written to Redis.
 type position struct {
 	written atomic.Int64
+
+	// marks are high-water-mark probes that found the partition not yet
+	// fully written: once the written offset reaches a mark's offset, every
+	// record appended before the probe was sent is in Redis, so the
+	// partition's watermark can move to the probe's send time.
+	mu    sync.Mutex
+	marks []mark
+}
+
+type mark struct {
+	sentMs, offset int64
+}
+
+// maxMarks bounds the pending probes per partition (the newest are kept).
+const maxMarks = 256
+
+func (p *position) addMark(m mark) {
+	p.mu.Lock()
+	if len(p.marks) == maxMarks {
+		p.marks = append(p.marks[:0], p.marks[1:]...)
+	}
+	p.marks = append(p.marks, m)
+	p.mu.Unlock()
+}
+
+// reached drops the marks the written offset has reached and returns the
+// latest send time among them (0 if none).
+func (p *position) reached(written int64) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var t int64
+	k := 0
+	for k < len(p.marks) && p.marks[k].offset <= written {
+		t = p.marks[k].sentMs
+		k++
+	}
+	p.marks = append(p.marks[:0], p.marks[k:]...)
+	return t
 }
 
 func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
@@ -331,6 +369,9 @@ func (in *Ingest) batcher(ctx context.Context, commits *committer, msgs <-chan r
 		offsets, wms := p.written()
 		for part, off := range offsets {
 			pos[part].written.Store(off)
+			if t := pos[part].reached(off); t > wms[part] {
+				wms[part] = t
+			}
 		}
 		// The watermark first: firing waits for it, not for the commit.
 		if err := in.opts.Store.RaiseWatermarks(ctx, 0, wms); err != nil && ctx.Err() == nil {
@@ -402,16 +443,31 @@ func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *comm
 			h(offsets)
 		}
 	}
+	// Commits are only where a restart resumes: at most one per
+	// commitEvery keeps them off the broker's hot path.
+	last := time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			commit()
 			return
 		case <-c.wake:
+			if wait := commitEvery - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					commit()
+					return
+				case <-time.After(wait):
+				}
+			}
+			last = time.Now()
 			commit()
 		}
 	}
 }
+
+// commitEvery is the shortest time between two offset commits.
+const commitEvery = 100 * time.Millisecond
 
 // probe moves the watermark of every caught-up partition to the send time
 // of a high-water-mark probe, and reports lag.
@@ -451,6 +507,8 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 				if lag <= 0 {
 					wms[po.Partition] = sent
 					lag = 0
+				} else {
+					p.addMark(mark{sentMs: sent, offset: po.LastOffset})
 				}
 				in.lag[po.Partition] = lag
 				if in.opts.Metrics != nil {

@@ -221,7 +221,9 @@ type shardScanner struct {
 	job gocron.Job
 
 	out     sync.WaitGroup // batches handed to dispatch and not yet done
+	order   sync.RWMutex   // reads of the shard vs. removal + release of a group
 	pending atomic.Bool    // a wake-up is queued
+	starved atomic.Bool    // the last pass stopped at max_inflight
 	// After a failed scan the shard waits backoff (doubling up to 2 s)
 	// before it scans again; only its own pass goroutine touches these.
 	backoff   time.Duration
@@ -276,17 +278,41 @@ func (sc *shardScanner) pass() {
 		}
 	}
 	sc.mu.Unlock()
+	// Pops are gathered into groups of up to groupPops×batch_size members:
+	// one produce request and one conditional removal per group, while each
+	// pop still takes at most batch_size members.
+	var group []shard.Member
+	var groupOthers map[string]copyElsewhere
+	flush := func() {
+		if len(group) > 0 {
+			sc.dispatch(group, groupOthers)
+			group, groupOthers = nil, nil
+		}
+	}
+	defer flush()
+	// Members in flight are still in the shard, at its front: the read skips
+	// as many. order keeps that count in step with the shard (a group's
+	// removal and its release from the in-flight set happen together, never
+	// between the count and the read). Should the front still hold something
+	// else (a write of an already-past deadline), members the read returns
+	// that are in flight push the next read further, so a pass always makes
+	// progress; what it stepped over is read by the next pass.
+	extra := 0
 	for !sc.stopped.Load() {
 		upTo := s.opts.Gate.UpTo()
 		limit := shard.MaxScore(upTo)
+		sc.order.RLock()
 		sc.mu.Lock()
-		offset, busy := sc.active, sc.batches >= s.cfg.MaxInflight
+		offset, busy := sc.active+extra, sc.batches >= s.cfg.MaxInflight
 		sc.mu.Unlock()
 		if busy {
-			return // a completing batch wakes the shard again
+			sc.order.RUnlock()
+			sc.starved.Store(true)
+			return // a completing group wakes the shard again
 		}
-		// One read gives the next batch and, past it, the next deadline.
+		// One read gives the next pop and, past it, the next deadline.
 		ms, err := s.opts.Store.Due(ctx, sc.id, math.Inf(1), offset, batch+1)
+		sc.order.RUnlock()
 		if err != nil {
 			if ctx.Err() == nil {
 				s.scanFailed(sc.id, err)
@@ -318,16 +344,27 @@ func (sc *shardScanner) pass() {
 			}
 		}
 		fresh := sc.claim(due)
-		if len(fresh) > 0 {
-			sc.dispatch(fresh, othersOf(fresh, others))
+		extra += len(due) - len(fresh)
+		group = append(group, fresh...)
+		for id, c := range othersOf(fresh, others) {
+			if groupOthers == nil {
+				groupOthers = make(map[string]copyElsewhere)
+			}
+			groupOthers[id] = c
+		}
+		if len(group) >= groupPops*batch {
+			flush()
 		}
 		if full {
-			continue // full batch: keep draining
+			continue // full pop: keep draining
 		}
 		sc.arm(next, upTo)
 		return
 	}
 }
+
+// groupPops is how many pops one dispatch group gathers at most.
+const groupPops = 10
 
 // claim marks members in flight and returns those that were not already.
 func (sc *shardScanner) claim(due []shard.Member) []shard.Member {
@@ -344,9 +381,6 @@ func (sc *shardScanner) claim(due []shard.Member) []shard.Member {
 		sc.inflight[m.ID] = true
 		sc.active++
 		fresh = append(fresh, m)
-	}
-	if len(fresh) > 0 {
-		sc.batches++
 	}
 	return fresh
 }
@@ -395,12 +429,20 @@ func (sc *shardScanner) arm(next *shard.Member, upTo int64) {
 func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyElsewhere) {
 	s := sc.s
 	detectedAt := s.opts.Now()
+	sc.mu.Lock()
+	sc.batches++
+	sc.mu.Unlock()
 	s.inflight.Add(1)
 	sc.out.Add(1)
 	go func() {
 		defer s.inflight.Done()
 		defer sc.out.Done()
-		defer sc.release(batch)
+		released := false
+		defer func() {
+			if !released {
+				sc.release(batch) // not removed: read again by a later pass
+			}
+		}()
 		ctx := s.dispatchCtx
 		var overrides map[string]int64
 		var ids []string
@@ -428,9 +470,13 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 		}
 		remember := max(s.opts.RecoveryWindow, minDown)
 		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
+		sc.order.Lock()
 		removed, err := retry(ctx, func() (int, error) {
 			return s.opts.Store.Fired(ctx, sc.id, batch, prune)
 		})
+		sc.release(batch)
+		released = true
+		sc.order.Unlock()
 		if err != nil {
 			return
 		}
@@ -467,7 +513,9 @@ func (sc *shardScanner) release(batch []shard.Member) {
 	}
 	sc.batches--
 	sc.mu.Unlock()
-	sc.wake()
+	if sc.starved.Swap(false) {
+		sc.wake() // the last pass stopped at max_inflight: go on draining
+	}
 }
 
 // retry runs fn with exponential backoff until it succeeds or ctx ends.
