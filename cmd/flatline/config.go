@@ -12,6 +12,8 @@ func newConfigCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Show or check the configuration",
+		Example: `  flatline config print
+  flatline config validate /etc/flatline/flatline.yaml`,
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "print",

@@ -13,8 +13,9 @@ import (
 
 func newDeviceCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "device",
-		Short: "Inspect one device",
+		Use:     "device",
+		Short:   "Inspect one device",
+		Example: `  flatline device get d-42 --json`,
 	}
 	var asJSON bool
 	get := &cobra.Command{

@@ -87,6 +87,10 @@ sharded Redis sorted sets, and publishes a timeout event to Kafka when a deadlin
 passes with no newer heartbeat.
 
 Start with 'flatline dev' for a zero-setup demo.`,
+		Example: `  flatline dev                                   # zero-setup demo
+  flatline serve --config flatline.yaml          # the service
+  flatline shards status                         # layout, shards, watermark, owners
+  flatline tail                                  # watch timeout events`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -107,9 +111,10 @@ Start with 'flatline dev' for a zero-setup demo.`,
 
 func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print the version",
+		Args:    cobra.NoArgs,
+		Example: "  flatline version",
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintf(cmd.OutOrStdout(), "flatline %s\n", version)
 		},

@@ -16,6 +16,8 @@ func newShardsCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shards",
 		Short: "Inspect and scale the shard layout",
+		Example: `  flatline shards status
+  flatline shards scale --to 32`,
 	}
 	var asJSON bool
 	status := &cobra.Command{
