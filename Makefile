@@ -16,8 +16,10 @@ GOFILES = $(shell find . -name '*.go' -not -path './vendor/*' -not -path '*/test
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/flatline
-	$(GO) build -o bin/flatline ./cmd/flatline
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+build: ## build bin/flatline (flatline version prints VERSION, default: git describe)
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flatline ./cmd/flatline
 
 run: ## zero-setup demo: embedded Kafka, a Redis, serve and a simulated fleet
 	$(GO) run ./cmd/flatline dev
