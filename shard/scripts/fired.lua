@@ -26,24 +26,23 @@ for i = 1, n, 4000 do
     cur[i + j - 1] = part[j]
   end
 end
-local gone, overridden, down = {}, {}, {}
+local gone, down = {}, {}
 for i = 1, n do
   local score = ARGV[2 * i + 1]
   if cur[i] and tonumber(cur[i]) == tonumber(score) then
     gone[#gone + 1] = members[i]
-    -- the override flag is bit 10 of the score
-    if math.floor(tonumber(score) / 1024) % 2 == 1 then
-      overridden[#overridden + 1] = members[i]
-    end
   end
   down[#down + 1] = score
   down[#down + 1] = members[i]
 end
+-- The override entries go too, flagged or not: a device whose timeout went
+-- back to its class's may have left one behind.
 for i = 1, #gone, 4000 do
-  redis.call('ZREM', KEYS[1], unpack(gone, i, math.min(i + 3999, #gone)))
-end
-for i = 1, #overridden, 4000 do
-  redis.call('HDEL', KEYS[3], unpack(overridden, i, math.min(i + 3999, #overridden)))
+  local part = {unpack(gone, i, math.min(i + 3999, #gone))}
+  redis.call('ZREM', KEYS[1], unpack(part))
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    redis.call('HDEL', KEYS[3], unpack(part))
+  end
 end
 for i = 1, #down, 4000 do
   redis.call('ZADD', KEYS[2], 'GT', unpack(down, i, math.min(i + 3999, #down)))
