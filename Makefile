@@ -24,8 +24,11 @@ build: ## build bin/flatline (flatline version prints VERSION, default: git desc
 run: ## zero-setup demo: embedded Kafka, a Redis, serve and a simulated fleet
 	$(GO) run ./cmd/flatline dev
 
+# Packages run one at a time (-p 1): the end-to-end suites keep fleets beating
+# every 200 ms against real Redis and Kafka, and two of them side by side on
+# 2 cores starve each other's producers.
 test: lint ## gofmt check, go vet, all tests with -race (fuzz seed corpora included), a short fuzz of the decoder
-	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) test -race -count=1 -p 1 -timeout 9m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 10s ./ingest
 
 lint: fmt-check vet ## gofmt check and go vet
