@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2etest"
 )
 
 // TestEndToEnd is SPEC's core promise: 5,000 devices beat every 200 ms with a
@@ -22,8 +23,8 @@ func TestEndToEnd(t *testing.T) {
 	e := newEnv(t, 8)
 	e.cfg.Shards.InitialCount = 16
 	e.cfg.Timeouts.Default = timeout
-	inst := start(t, e.cfg, app.Hooks{})
-	events := collect(t, e.kafka.Brokers(), timeouts, 8)
+	inst := e2etest.Start(t, e.cfg, app.Hooks{})
+	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 8)
 
 	ids := make([]string, devices)
 	silentAt := make([]time.Time, devices)
@@ -34,32 +35,32 @@ func TestEndToEnd(t *testing.T) {
 			silentAt[i] = quiet
 		}
 	}
-	f := startFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
+	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
 
-	got := gathered{}
+	got := e2etest.Gathered{}
 	var detect []time.Duration
-	got.until(t, events, 60*time.Second, "not every silent device timed out", func() bool { return len(got) >= silent })
+	got.Until(t, events, 60*time.Second, "not every silent device timed out", func() bool { return f.Fired(got) == silent })
 	// Keep the fleet beating a while longer to catch duplicates and false
 	// timeouts, then stop flatline before the heartbeats, or every device
 	// would time out.
-	got.during(events, 1500*time.Millisecond)
-	if err := inst.stop(); err != nil {
+	got.During(events, 1500*time.Millisecond)
+	if err := inst.Stop(); err != nil {
 		t.Fatalf("flatline stopped with %v", err)
 	}
-	f.stop()
-	got.drain(events)
+	f.Stop()
+	got.Drain(events)
 
-	late := f.verdict(t, got, timeout, 16)
+	late := f.Verdict(t, got, timeout, 16)
 	for _, evs := range got {
 		for _, r := range evs {
-			detect = append(detect, time.Duration(r.ev.DetectedAtMs-r.ev.DeadlineMs)*time.Millisecond)
-			if r.ev.Class != "" {
-				t.Errorf("%s: class %q for a device without one", r.ev.DeviceID, r.ev.Class)
+			detect = append(detect, time.Duration(r.Ev.DetectedAtMs-r.Ev.DeadlineMs)*time.Millisecond)
+			if r.Ev.Class != "" {
+				t.Errorf("%s: class %q for a device without one", r.Ev.DeviceID, r.Ev.Class)
 			}
 		}
 	}
 	slices.Sort(late)
 	slices.Sort(detect)
-	t.Logf("%d timeouts; lateness deadline→received p50 %v p99 %v max %v; deadline→detected p50 %v p99 %v",
-		len(late), percentile(late, .5), percentile(late, .99), late[len(late)-1], percentile(detect, .5), percentile(detect, .99))
+	t.Logf("%d timeouts; lateness deadline→e2etest.Received p50 %v p99 %v max %v; deadline→detected p50 %v p99 %v",
+		len(late), e2etest.Percentile(late, .5), e2etest.Percentile(late, .99), late[len(late)-1], e2etest.Percentile(detect, .5), e2etest.Percentile(detect, .99))
 }

@@ -10,21 +10,9 @@ import (
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
-
-// waitFor polls cond every 20 ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
 
 // With 3 instances and 16 shards each owns 5 or 6 within two lease periods;
 // with one left, it owns all 16.
@@ -34,11 +22,11 @@ func TestLeasesSpreadEvenly(t *testing.T) {
 	e.cfg.Shards.InitialCount = 16
 	e.cfg.Scanner.LeaseTTL = 2 * time.Second
 	e.cfg.Kafka.SessionTimeout = 2 * time.Second
-	var insts []*instance
+	var insts []*e2etest.Instance
 	for k := 0; k < 3; k++ {
 		cfg := e.cfg
 		cfg.InstanceID = fmt.Sprintf("inst-%d", k)
-		insts = append(insts, start(t, cfg, app.Hooks{}))
+		insts = append(insts, e2etest.Start(t, cfg, app.Hooks{}))
 	}
 	balanced := func() bool {
 		total := 0
@@ -64,7 +52,7 @@ func TestLeasesSpreadEvenly(t *testing.T) {
 		}
 	}
 	for _, in := range insts[1:] {
-		if err := in.stop(); err != nil {
+		if err := in.Stop(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,8 +74,8 @@ func TestNoIngestFiresNothing(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("orphan-%03d", i)
 	}
-	a := start(t, e.cfg, app.Hooks{})
-	f := startFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, make([]time.Time, len(ids)))
+	a := e2etest.Start(t, e.cfg, app.Hooks{})
+	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, make([]time.Time, len(ids)))
 	waitFor(t, 20*time.Second, "fleet not tracked", func() bool {
 		sizes, err := a.Store.Sizes(t.Context(), 4)
 		var n int64
@@ -96,15 +84,15 @@ func TestNoIngestFiresNothing(t *testing.T) {
 		}
 		return err == nil && n == int64(len(ids))
 	})
-	if err := a.stop(); err != nil {
+	if err := a.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	f.stop() // every device is now silent: deadlines pass in ≤ 1 s
+	f.Stop() // every device is now silent: deadlines pass in ≤ 1 s
 
 	cfg := e.cfg
 	cfg.Roles = []string{configs.RoleScanner}
-	b := start(t, cfg, app.Hooks{})
-	events := collect(t, e.kafka.Brokers(), timeouts, 4)
+	b := e2etest.Start(t, cfg, app.Hooks{})
+	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 4)
 	waitFor(t, 15*time.Second, "the scanner-only instance never reported a stalled watermark", b.Gate.Stalled)
 	st, err := rebalance.ReadStatus(t.Context(), b.Store, time.Now())
 	if err != nil {
@@ -131,8 +119,8 @@ func TestRestartAfterGapNoFalseTimeouts(t *testing.T) {
 	e := newEnv(t, 4)
 	e.cfg.Shards.InitialCount = 8
 	e.cfg.Timeouts.Default = timeout
-	a := start(t, e.cfg, app.Hooks{})
-	events := collect(t, e.kafka.Brokers(), timeouts, 4)
+	a := e2etest.Start(t, e.cfg, app.Hooks{})
+	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 4)
 
 	r := rand.New(rand.NewPCG(8, 9))
 	ids := make([]string, 2000)
@@ -146,21 +134,21 @@ func TestRestartAfterGapNoFalseTimeouts(t *testing.T) {
 		// Silent only during the gap, when nobody is watching.
 		silentAt[i] = gapStart.Add(time.Duration(r.Int64N(int64(gap - 500*time.Millisecond))))
 	}
-	f := startFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
+	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
 	time.Sleep(time.Until(gapStart))
-	if err := a.stop(); err != nil {
+	if err := a.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(gap) // the fleet beats on into Kafka; no flatline runs
-	b := start(t, e.cfg, app.Hooks{})
+	b := e2etest.Start(t, e.cfg, app.Hooks{})
 
-	got := gathered{}
-	got.until(t, events, 60*time.Second, "not every silent device timed out after the restart", func() bool { return len(got) >= 100 })
-	got.during(events, 1500*time.Millisecond) // late duplicates or false timeouts
-	if err := b.stop(); err != nil {
+	got := e2etest.Gathered{}
+	got.Until(t, events, 60*time.Second, "not every silent device timed out after the restart", func() bool { return f.Fired(got) == f.Silent() })
+	got.During(events, 1500*time.Millisecond) // late duplicates or false timeouts
+	if err := b.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	f.stop()
-	got.drain(events)
-	f.verdict(t, got, timeout, 8)
+	f.Stop()
+	got.Drain(events)
+	f.Verdict(t, got, timeout, 8)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2etest"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -37,9 +38,9 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 			e.cfg.Timeouts.Default = time.Second
 			e.cfg.Timeouts.Classes = map[string]time.Duration{"sensor": 2 * time.Second, "gateway": 3 * time.Second}
 			e.cfg.Ingest.CoalesceWindow = window
-			inst := start(t, e.cfg, app.Hooks{})
-			events := collect(t, e.kafka.Brokers(), timeouts, 2)
-			w := newWriter(e.kafka.Brokers(), signals)
+			inst := e2etest.Start(t, e.cfg, app.Hooks{})
+			events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 2)
+			w := e2etest.NewWriter(e.kafka.Brokers(), signals)
 			defer w.Close()
 			now := time.Now()
 			ts := now.UnixMilli()
@@ -93,21 +94,21 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 					t.Errorf("%s: padded flag %v with window %s", id, meta.Has(shard.FlagPadded), window)
 				}
 			}
-			got := map[string]received{}
+			got := map[string]e2etest.Received{}
 			timeout := time.After(30 * time.Second)
 			for len(got) < len(cases) {
 				select {
 				case r := <-events:
-					if _, dup := got[r.ev.DeviceID]; dup {
-						t.Errorf("%s: second timeout", r.ev.DeviceID)
+					if _, dup := got[r.Ev.DeviceID]; dup {
+						t.Errorf("%s: second timeout", r.Ev.DeviceID)
 					}
-					got[r.ev.DeviceID] = r
+					got[r.Ev.DeviceID] = r
 				case <-timeout:
 					t.Fatalf("%d of %d devices timed out", len(got), len(cases))
 				}
 			}
 			for id, c := range cases {
-				ev := got[id].ev
+				ev := got[id].Ev
 				if ev.Class != c.class || ev.TimeoutMs != c.timeoutMs || ev.LastSeenMs != ts || ev.DeadlineMs != ts+c.timeoutMs {
 					t.Errorf("%s: class %q timeout %d last_seen %d deadline %d; want %q %d %d %d",
 						id, ev.Class, ev.TimeoutMs, ev.LastSeenMs, ev.DeadlineMs, c.class, c.timeoutMs, ts, ts+c.timeoutMs)
@@ -138,9 +139,9 @@ func TestRecoveredEvents(t *testing.T) {
 	e.cfg.Shards.InitialCount = 1 // one shard, so every fire prunes the same down set
 	e.cfg.Timeouts.Default = time.Second
 	e.cfg.Dispatch.RecoveryWindow = 4 * time.Second
-	inst := start(t, e.cfg, app.Hooks{MinDownMemory: time.Millisecond})
-	events := collect(t, e.kafka.Brokers(), timeouts, 1)
-	w := newWriter(e.kafka.Brokers(), signals)
+	inst := e2etest.Start(t, e.cfg, app.Hooks{MinDownMemory: time.Millisecond})
+	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 1)
+	w := e2etest.NewWriter(e.kafka.Brokers(), signals)
 	defer w.Close()
 
 	t0 := time.Now()
@@ -153,7 +154,7 @@ func TestRecoveredEvents(t *testing.T) {
 	}
 	back := []string{"back-1", "back-2", "back-3"}
 	beat(t0, append(back, "late", "gone")...)
-	next := func(what string) received {
+	next := func(what string) e2etest.Received {
 		t.Helper()
 		select {
 		case r := <-events:
@@ -161,22 +162,22 @@ func TestRecoveredEvents(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("no event: waiting for %s", what)
 		}
-		return received{}
+		return e2etest.Received{}
 	}
 	downSince := map[string]int64{}
 	for len(downSince) < 5 {
 		r := next("the first timeouts")
-		if r.ev.Type != "timeout" {
-			t.Fatalf("unexpected %+v", r.ev)
+		if r.Ev.Type != "timeout" {
+			t.Fatalf("unexpected %+v", r.Ev)
 		}
-		downSince[r.ev.DeviceID] = r.ev.DeadlineMs
+		downSince[r.Ev.DeviceID] = r.Ev.DeadlineMs
 	}
 	// Back within the window.
 	seen := time.Now()
 	beat(seen, back...)
 	for range back {
 		r := next("recovered events")
-		ev := r.ev
+		ev := r.Ev
 		if ev.Type != "recovered" || ev.DownSinceMs != downSince[ev.DeviceID] || ev.SeenAtMs != seen.UnixMilli() ||
 			ev.DownForMs != ev.SeenAtMs-ev.DownSinceMs || ev.EventID != fmt.Sprintf("%s/%d/r", ev.DeviceID, ev.SeenAtMs) {
 			t.Errorf("recovered event %+v; want down since %d, seen at %d", ev, downSince[ev.DeviceID], seen.UnixMilli())
@@ -184,8 +185,8 @@ func TestRecoveredEvents(t *testing.T) {
 	}
 	// The recovered devices are tracked again: they time out once more.
 	for range back {
-		if r := next("second timeouts"); r.ev.Type != "timeout" {
-			t.Errorf("want a second timeout, got %+v", r.ev)
+		if r := next("second timeouts"); r.Ev.Type != "timeout" {
+			t.Errorf("want a second timeout, got %+v", r.Ev)
 		}
 	}
 	// "late" comes back after the window: no recovered event, but tracked.
@@ -193,8 +194,8 @@ func TestRecoveredEvents(t *testing.T) {
 	lateAt := time.Now()
 	beat(lateAt, "late")
 	r := next("the late device's new timeout")
-	if r.ev.Type != "timeout" || r.ev.DeviceID != "late" || r.ev.LastSeenMs != lateAt.UnixMilli() {
-		t.Errorf("after the window: %+v, want only a new timeout of late", r.ev)
+	if r.Ev.Type != "timeout" || r.Ev.DeviceID != "late" || r.Ev.LastSeenMs != lateAt.UnixMilli() {
+		t.Errorf("after the window: %+v, want only a new timeout of late", r.Ev)
 	}
 	// That fire prunes the down set of what is older than the window (right
 	// after Kafka acknowledged it): "gone" (down since t0+1s) is forgotten.

@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2etest"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -23,7 +24,7 @@ func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 	const id = "racer"
 	i := shard.Of(shard.Hash(id), 4)
 	reset := shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)
-	var inst *instance
+	var inst *e2etest.Instance
 	interleaved := make(chan []shard.Member, 1)
 	fired := make(chan int, 1)
 	hooks := app.Hooks{Scanner: scanner.Hooks{
@@ -40,10 +41,10 @@ func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 		},
 		Fired: func(_ int, _ []shard.Member, removed int) { fired <- removed },
 	}}
-	inst = start(t, e.cfg, hooks)
-	events := collect(t, e.kafka.Brokers(), timeouts, 2)
+	inst = e2etest.Start(t, e.cfg, hooks)
+	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 2)
 
-	w := newWriter(e.kafka.Brokers(), signals)
+	w := e2etest.NewWriter(e.kafka.Brokers(), signals)
 	defer w.Close()
 	if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(id), Value: []byte(`{}`), Time: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -67,8 +68,8 @@ func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 	// The timeout itself was legitimately published once.
 	select {
 	case r := <-events:
-		if r.ev.DeviceID != id || r.ev.Type != "timeout" {
-			t.Fatalf("unexpected event %+v", r.ev)
+		if r.Ev.DeviceID != id || r.Ev.Type != "timeout" {
+			t.Fatalf("unexpected event %+v", r.Ev)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("timeout event not published")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -28,8 +29,8 @@ func TestScaleUnderLoad(t *testing.T) {
 	e := newEnv(t, 8)
 	e.cfg.Shards.InitialCount = 16
 	e.cfg.Timeouts.Default = timeout
-	inst := start(t, e.cfg, app.Hooks{})
-	events := collect(t, e.kafka.Brokers(), timeouts, 8)
+	inst := e2etest.Start(t, e.cfg, app.Hooks{})
+	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 8)
 
 	r := rand.New(rand.NewPCG(5, 6))
 	ids := make([]string, devices)
@@ -42,9 +43,9 @@ func TestScaleUnderLoad(t *testing.T) {
 		// Silences spread over the whole scaling run.
 		silentAt[i] = begin.Add(time.Duration(r.Int64N(int64(10 * time.Second))))
 	}
-	f := startFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
+	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
 
-	got := gathered{}
+	got := e2etest.Gathered{}
 	ctx := context.Background()
 	// Scale while devices go silent and time out: the first change once
 	// silences have begun, each next one a while after the previous one
@@ -59,7 +60,7 @@ func TestScaleUnderLoad(t *testing.T) {
 		sawProgress := false
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			got.drain(events)
+			got.Drain(events)
 			st, err := rebalance.ReadStatus(ctx, inst.Store, time.Now())
 			if err != nil {
 				t.Fatal(err)
@@ -73,40 +74,25 @@ func TestScaleUnderLoad(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("scale to %d did not finalize: %+v", to, st.Migration)
 			}
-			got.during(events, 50*time.Millisecond)
+			got.During(events, 50*time.Millisecond)
 		}
 		if !sawProgress {
 			t.Errorf("shards status never showed the %d→%d migration in progress", from, to)
 		}
 		from = to
-		got.during(events, 1500*time.Millisecond)
+		got.During(events, 1500*time.Millisecond)
 	}
 	// Wait for the silent devices' timeouts, then a settle period.
-	want := 0
-	for _, s := range silentAt {
-		if !s.IsZero() {
-			want++
-		}
-	}
-	count := func() int {
-		n := 0
-		for i, id := range ids {
-			if !silentAt[i].IsZero() && len(got[id]) > 0 {
-				n++
-			}
-		}
-		return n
-	}
-	got.until(t, events, 90*time.Second, "not every silent device timed out", func() bool { return count() >= want })
-	got.during(events, 1500*time.Millisecond) // late duplicates or false timeouts
-	if err := inst.stop(); err != nil {
+	got.Until(t, events, 90*time.Second, "not every silent device timed out", func() bool { return f.Fired(got) == f.Silent() })
+	got.During(events, 1500*time.Millisecond) // late duplicates or false timeouts
+	if err := inst.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	f.stop()
-	got.drain(events)
-	late := f.verdict(t, got, timeout, 128)
+	f.Stop()
+	got.Drain(events)
+	late := f.Verdict(t, got, timeout, 128)
 	slices.Sort(late)
 	if len(late) > 0 {
-		t.Logf("%d devices, %d silent: lateness p50 %v p99 %v max %v", devices, silent, percentile(late, .5), percentile(late, .99), late[len(late)-1])
+		t.Logf("%d devices, %d silent: lateness p50 %v p99 %v max %v", devices, silent, e2etest.Percentile(late, .5), e2etest.Percentile(late, .99), late[len(late)-1])
 	}
 }
