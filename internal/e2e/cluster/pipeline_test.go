@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -26,8 +29,9 @@ func TestEndToEndOnCluster(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Shards.InitialCount = 16
 	e.cfg.Timeouts.Default = timeout
-	_, stop := start(t, e.cfg)
-	evs := &events{ch: collect(t, e.kafka.Brokers()), got: map[string][]received{}}
+	inst := e2etest.Start(t, e.cfg, app.Hooks{})
+	events := e2etest.Collect(t, e.kafka.Brokers(), e2etest.Timeouts, partitions)
+	got := e2etest.Gathered{}
 
 	ids := make([]string, devices)
 	silentAt := make([]time.Time, devices)
@@ -38,20 +42,20 @@ func TestEndToEndOnCluster(t *testing.T) {
 			silentAt[k] = at
 		}
 	}
-	f := startFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
+	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
 
-	if !evs.until(45*time.Second, func() bool { return f.fired(evs) == silent }) {
-		t.Fatalf("timed out: %d of %d silent devices got a timeout", f.fired(evs), silent)
-	}
+	got.Until(t, events, 45*time.Second, "not every silent device got a timeout", func() bool { return f.Fired(got) == silent })
 	// Keep beating a while to catch duplicates and false timeouts.
-	evs.until(1500*time.Millisecond, func() bool { return false })
+	got.During(events, 1500*time.Millisecond)
 	// Stop flatline before the heartbeats, or every device would time out.
-	if err := stop(); err != nil {
+	if err := inst.Stop(); err != nil {
 		t.Fatalf("flatline stopped with %v", err)
 	}
-	f.stop()
-	evs.drain()
-	f.verdict(t, evs, timeout, 16)
+	f.Stop()
+	got.Drain(events)
+	late := f.Verdict(t, got, timeout, 16)
+	slices.Sort(late)
+	t.Logf("%d timeouts; lateness deadline→received p50 %v p99 %v", len(late), e2etest.Percentile(late, .5), e2etest.Percentile(late, .99))
 }
 
 // TestDoublingOnCluster doubles 16→32 shards on a Redis Cluster while the
@@ -63,8 +67,9 @@ func TestDoublingOnCluster(t *testing.T) {
 	e := newEnv(t)
 	e.cfg.Shards.InitialCount = 16
 	e.cfg.Timeouts.Default = timeout
-	inst, stop := start(t, e.cfg)
-	evs := &events{ch: collect(t, e.kafka.Brokers()), got: map[string][]received{}}
+	inst := e2etest.Start(t, e.cfg, app.Hooks{})
+	events := e2etest.Collect(t, e.kafka.Brokers(), e2etest.Timeouts, partitions)
+	got := e2etest.Gathered{}
 
 	r := rand.New(rand.NewPCG(8, 9))
 	ids := make([]string, devices)
@@ -76,10 +81,10 @@ func TestDoublingOnCluster(t *testing.T) {
 	for _, k := range r.Perm(devices)[:silent] {
 		silentAt[k] = begin.Add(time.Duration(r.Int64N(int64(5 * time.Second))))
 	}
-	f := startFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
+	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
 
 	// Scale once silences have begun and the first have fired.
-	evs.until(time.Until(begin.Add(1500*time.Millisecond)), func() bool { return false })
+	got.During(events, time.Until(begin.Add(1500*time.Millisecond)))
 	ctx := context.Background()
 	l, err := rebalance.Scale(ctx, inst.Store, 32, time.Now())
 	if err != nil {
@@ -101,7 +106,7 @@ func TestDoublingOnCluster(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("16→32 did not finalize: layout %+v migration %+v", st.Layout, st.Migration)
 		}
-		evs.until(50*time.Millisecond, func() bool { return false })
+		got.During(events, 50*time.Millisecond)
 	}
 	if !sawProgress {
 		t.Error("shards status never showed the migration in progress")
@@ -111,15 +116,12 @@ func TestDoublingOnCluster(t *testing.T) {
 	if err != nil || misplaced != 0 || total == 0 {
 		t.Errorf("after finalizing: %d of %d members misplaced (err %v)", misplaced, total, err)
 	}
-	if !evs.until(45*time.Second, func() bool { return f.fired(evs) == silent }) {
-		t.Fatalf("timed out: %d of %d silent devices got a timeout", f.fired(evs), silent)
-	}
-	evs.until(1500*time.Millisecond, func() bool { return false })
-	if err := stop(); err != nil {
+	got.Until(t, events, 45*time.Second, "not every silent device got a timeout", func() bool { return f.Fired(got) == silent })
+	got.During(events, 1500*time.Millisecond)
+	if err := inst.Stop(); err != nil {
 		t.Fatalf("flatline stopped with %v", err)
 	}
-	f.stop()
-	evs.drain()
-	f.verdict(t, evs, timeout, 32)
-
+	f.Stop()
+	got.Drain(events)
+	f.Verdict(t, got, timeout, 32)
 }
