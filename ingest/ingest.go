@@ -149,6 +149,12 @@ type record struct {
 // position tracks, per partition, the next offset not yet written to Redis.
 type position struct {
 	written atomic.Int64
+	// fetchSince is when the partition's reader started waiting in its
+	// current fetch (Unix ms; 0 while it is not fetching), and kick asks it
+	// to reopen.
+	fetchSince atomic.Int64
+	fetchFrom  atomic.Int64 // the offset the reader waits for
+	kick       chan struct{}
 
 	// marks are high-water-mark probes that found the partition not yet
 	// fully written: once the written offset reaches a mark's offset, every
@@ -161,6 +167,12 @@ type position struct {
 type mark struct {
 	sentMs, offset int64
 }
+
+// stuckAfter is how long a reader may wait in one fetch while its partition
+// has unread records before the prober makes it reopen: a fetch returns
+// within its MaxWait (250 ms) when there is data, so this only catches a
+// fetch lost on the way.
+const stuckAfter = 10 * time.Second
 
 // maxMarks bounds the pending probes per partition (the newest are kept).
 const maxMarks = 256
@@ -216,11 +228,11 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 	msgs := make(chan record, 4*in.cfg.BatchSize)
 	dialer, _ := in.opts.Kafka.Dialer()
 	for _, a := range assigned {
-		p := &position{}
+		p := &position{kick: make(chan struct{}, 1)}
 		p.written.Store(starts[a.ID])
 		pos[a.ID] = p
 		partition, start := a.ID, starts[a.ID]
-		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs) })
+		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs, p) })
 	}
 	commits := newCommitter()
 	gen.Start(func(gctx context.Context) { in.batcher(gctx, commits, msgs, pos) })
@@ -267,13 +279,29 @@ func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assig
 // after a doubling backoff (10 ms to 1 s): kafka-go's reader would otherwise
 // restart its fetch loop at once after every error. The start and the end
 // of a failure are logged once.
-func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int, start int64, out chan<- record) {
+func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int, start int64, out chan<- record, pos *position) {
 	next := start
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		err := in.readFrom(ctx, dialer, partition, &next, out, &backoff)
+		// The prober kicks a reader that sits in a fetch while its partition
+		// has unread records for too long (see stuckAfter): reopen it.
+		rctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-pos.kick:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+		err := in.readFrom(rctx, dialer, partition, &next, out, &backoff, pos)
+		kicked := rctx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if kicked {
+			in.opts.Log.Warn("partition reader stuck in a fetch with records unread; reopened", "partition", partition, "after", stuckAfter)
+			continue
 		}
 		if backoff == 0 {
 			in.opts.Log.Warn("fetch failing, retrying with backoff", "partition", partition, "err", err)
@@ -290,7 +318,7 @@ func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int,
 }
 
 // readFrom reads from *next until an error, advancing *next.
-func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition int, next *int64, out chan<- record, backoff *time.Duration) error {
+func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition int, next *int64, out chan<- record, backoff *time.Duration, pos *position) error {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: in.opts.Kafka.Brokers, Topic: in.opts.Kafka.SignalsTopic, Partition: partition, Dialer: dialer,
 		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond, QueueCapacity: 1024,
@@ -301,7 +329,10 @@ func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition 
 		return err
 	}
 	for {
+		pos.fetchFrom.Store(*next)
+		pos.fetchSince.Store(time.Now().UnixMilli())
 		m, err := r.FetchMessage(ctx)
+		pos.fetchSince.Store(0)
 		if err != nil {
 			return err
 		}
@@ -509,6 +540,15 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 					lag = 0
 				} else {
 					p.addMark(mark{sentMs: sent, offset: po.LastOffset})
+					// A fetch waiting long although the partition holds
+					// records past the offset it asked for is lost.
+					if since := p.fetchSince.Load(); since != 0 && sent-since > stuckAfter.Milliseconds() && po.LastOffset > p.fetchFrom.Load() {
+						p.fetchSince.Store(0)
+						select {
+						case p.kick <- struct{}{}:
+						default:
+						}
+					}
 				}
 				in.lag[po.Partition] = lag
 				if in.opts.Metrics != nil {
