@@ -1,6 +1,10 @@
 package ingest
 
-import "github.com/flatline-dev/flatline/shard"
+import (
+	"sync"
+
+	"github.com/flatline-dev/flatline/shard"
+)
 
 // coalescer remembers, for ingest.coalesce_window, the deadlines this
 // instance wrote, so a heartbeat already covered by one skips its Redis
@@ -14,7 +18,9 @@ import "github.com/flatline-dev/flatline/shard"
 // W after the last heartbeat's deadline, because t ≥ t_w (at most W late).
 //
 //   - Only writes Redis acknowledged are remembered (record runs after
-//     Store.Write succeeded), so a skip never relies on a write that failed.
+//     Store.Write succeeded), so a skip never relies on a write that failed;
+//     a batch prepared while the one before it is still being written just
+//     does not see that one's writes yet (it writes more, never less).
 //   - Other instances writing the same device cannot make it fire early:
 //     writes are ZADD GT, so the stored deadline only grows.
 //   - A consumer-group rebalance or a restart starts with an empty memory
@@ -31,7 +37,8 @@ import "github.com/flatline-dev/flatline/shard"
 // a skip anyway); when the current one is full, new devices are simply not
 // remembered.
 type coalescer struct {
-	window     int64 // ms
+	mu         sync.Mutex // a generation's batcher checks, its writer records
+	window     int64      // ms
 	maxEntries int
 	cur, prev  map[uint64]remembered
 	rotatedAt  int64
@@ -67,6 +74,8 @@ func keysOf(id string) (uint64, uint32) {
 
 // rotate drops the older generation once per window.
 func (c *coalescer) rotate(nowMs int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if nowMs-c.rotatedAt < c.window {
 		return
 	}
@@ -79,6 +88,8 @@ func (c *coalescer) rotate(nowMs int64) {
 // and override is already covered by a remembered write.
 func (c *coalescer) covered(id string, deadline int64, meta shard.Meta, override int64) bool {
 	h, check := keysOf(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	r, ok := c.cur[h]
 	if !ok {
 		r, ok = c.prev[h]
@@ -89,6 +100,8 @@ func (c *coalescer) covered(id string, deadline int64, meta shard.Meta, override
 // record remembers a write Redis acknowledged (deadline padded).
 func (c *coalescer) record(id string, deadline int64, meta shard.Meta, override int64) {
 	h, check := keysOf(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if _, ok := c.cur[h]; !ok && len(c.cur) >= c.maxEntries {
 		return
 	}
@@ -98,6 +111,8 @@ func (c *coalescer) record(id string, deadline int64, meta shard.Meta, override 
 // forget drops a device (tombstone).
 func (c *coalescer) forget(id string) {
 	h, _ := keysOf(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	delete(c.cur, h)
 	delete(c.prev, h)
 }

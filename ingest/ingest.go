@@ -235,7 +235,16 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs, p) })
 	}
 	commits := newCommitter()
-	gen.Start(func(gctx context.Context) { in.batcher(gctx, commits, msgs, pos) })
+	// Two batches in flight: the batcher prepares the next while the writer
+	// has the previous one in Redis; writes, watermarks and commits stay in
+	// order.
+	free := make(chan *processor, 2)
+	for _, p := range newProcessors(in, 2) {
+		free <- p
+	}
+	prepared := make(chan *processor, 1)
+	gen.Start(func(gctx context.Context) { in.batcher(gctx, msgs, free, prepared) })
+	gen.Start(func(gctx context.Context) { in.writer(gctx, commits, pos, free, prepared) })
 	gen.Start(func(gctx context.Context) { in.commitLoop(gctx, gen, commits) })
 	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos) })
 }
@@ -349,9 +358,9 @@ func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition 
 	}
 }
 
-// batcher gathers fetched records into batches and processes them in order.
-func (in *Ingest) batcher(ctx context.Context, commits *committer, msgs <-chan record, pos map[int]*position) {
-	p := newProcessor(in)
+// batcher gathers fetched records into batches, prepares each with a free
+// processor and hands it to the writer, in order.
+func (in *Ingest) batcher(ctx context.Context, msgs <-chan record, free chan *processor, prepared chan<- *processor) {
 	buf := make([]record, 0, in.cfg.BatchSize)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -391,7 +400,32 @@ func (in *Ingest) batcher(ctx context.Context, commits *committer, msgs <-chan r
 				break more
 			}
 		}
-		if err := p.process(ctx, buf); err != nil {
+		var p *processor
+		select {
+		case p = <-free:
+		case <-ctx.Done():
+			return
+		}
+		p.prepare(buf)
+		select {
+		case prepared <- p:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// writer writes prepared batches in order, then moves the written offsets,
+// the watermarks and the commits on.
+func (in *Ingest) writer(ctx context.Context, commits *committer, pos map[int]*position, free chan<- *processor, prepared <-chan *processor) {
+	for {
+		var p *processor
+		select {
+		case p = <-prepared:
+		case <-ctx.Done():
+			return
+		}
+		if err := p.write(ctx); err != nil {
 			// The generation ended mid-batch: nothing is committed, the
 			// partitions' next owner re-reads the batch.
 			in.opts.Log.Debug("batch abandoned", "err", err)
@@ -409,6 +443,7 @@ func (in *Ingest) batcher(ctx context.Context, commits *committer, msgs <-chan r
 			in.opts.Log.Warn("raise watermarks", "err", err)
 		}
 		commits.add(offsets)
+		free <- p
 	}
 }
 

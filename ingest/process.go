@@ -25,9 +25,9 @@ type processor struct {
 	dead    []kafka.Message
 	offsets map[int]int64
 	wms     map[int]int64
-	limiter logLimiter
+	limiter *logLimiter // shared by a generation's processors
 	outage  bool
-	co      *coalescer // nil unless ingest.coalesce_window > 0
+	co      *coalescer // nil unless ingest.coalesce_window > 0; shared likewise
 }
 
 // entry is the newest state of one device within a batch.
@@ -39,12 +39,19 @@ type entry struct {
 	atMs     int64
 }
 
-func newProcessor(in *Ingest) *processor {
-	p := &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64)}
+// newProcessors returns the n processors of one consumer-group generation:
+// they share its coalescing memory and its invalid-message log limiter.
+func newProcessors(in *Ingest, n int) []*processor {
+	var co *coalescer
 	if w := in.cfg.CoalesceWindow.Milliseconds(); w > 0 {
-		p.co = newCoalescer(w, coalesceMaxEntries)
+		co = newCoalescer(w, coalesceMaxEntries)
 	}
-	return p
+	limiter := &logLimiter{}
+	ps := make([]*processor, n)
+	for k := range ps {
+		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), co: co, limiter: limiter}
+	}
+	return ps
 }
 
 // written returns the next offset per partition and the watermark candidates
@@ -61,9 +68,9 @@ func (p *processor) reset() {
 	clear(p.wms)
 }
 
-// process decodes, dead-letters, writes and publishes recoveries for recs.
-// It returns only once everything is acknowledged, or ctx's error.
-func (p *processor) process(ctx context.Context, recs []record) error {
+// prepare decodes recs, keeps the newest state per device and collects the
+// invalid ones, ready for write. recs may be reused once it returns.
+func (p *processor) prepare(recs []record) {
 	in := p.in
 	m := in.opts.Metrics
 	p.reset()
@@ -115,7 +122,14 @@ func (p *processor) process(ctx context.Context, recs []record) error {
 		p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
 	}
 	m.HeartbeatsConsumed.Add(float64(len(recs)))
+}
 
+// write sends a prepared batch to Redis (and the dead-letter topic) and
+// publishes the recoveries it found. It returns only once everything is
+// acknowledged, or ctx's error.
+func (p *processor) write(ctx context.Context) error {
+	in := p.in
+	m := in.opts.Metrics
 	// Route the whole batch by one layout, taken again at every attempt so a
 	// batch retried across a layout change never writes by a stale one.
 	var back []shard.Recovered
