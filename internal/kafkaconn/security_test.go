@@ -2,16 +2,7 @@ package kafkaconn_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,80 +13,8 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/redisconn"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
-
-// testCerts are a throwaway CA and a server and a client certificate it
-// signed, as PEM files in a temporary directory.
-type testCerts struct {
-	dir                   string
-	caFile                string
-	serverCert, serverKey string
-	clientCert, clientKey string
-	pool                  *x509.CertPool
-	server                tls.Certificate
-}
-
-func newTestCerts(t *testing.T) *testCerts {
-	t.Helper()
-	dir := t.TempDir()
-	c := &testCerts{dir: dir, pool: x509.NewCertPool()}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "flatline test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.pool.AddCert(ca)
-	c.caFile = writePEM(t, dir, "ca.pem", "CERTIFICATE", caDER)
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (certFile, keyFile string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return writePEM(t, dir, name+".pem", "CERTIFICATE", der), writePEM(t, dir, name+"-key.pem", "PRIVATE KEY", keyDER)
-	}
-	c.serverCert, c.serverKey = leaf("server", 2, x509.ExtKeyUsageServerAuth)
-	c.clientCert, c.clientKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
-	if c.server, err = tls.LoadX509KeyPair(c.serverCert, c.serverKey); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // Credentials of the SASL cluster, one user per mechanism.
 var users = []struct{ mechanism, user, password string }{
@@ -212,11 +131,11 @@ func TestSASL(t *testing.T) {
 // it; without the CA the broker's certificate is refused.
 func TestTLS(t *testing.T) {
 	t.Parallel()
-	certs := newTestCerts(t)
-	brokers := saslCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.server}, MinVersion: tls.VersionTLS12}))
+	certs := testenv.NewCerts(t)
+	brokers := saslCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}))
 	u := users[2]
 	c := kafkaConfig(brokers, u.mechanism, u.user, u.password)
-	c.TLS = redisconn.TLSConfig{Enabled: true, CAFile: certs.caFile}
+	c.TLS = redisconn.TLSConfig{Enabled: true, CAFile: certs.CAFile}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

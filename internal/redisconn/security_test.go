@@ -3,18 +3,11 @@ package redisconn_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,79 +25,6 @@ import (
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
-
-// testCerts are a throwaway CA and a server and a client certificate it
-// signed, as PEM files in a temporary directory.
-type testCerts struct {
-	dir                   string
-	caFile                string
-	serverCert, serverKey string
-	clientCert, clientKey string
-	pool                  *x509.CertPool
-	server                tls.Certificate
-}
-
-func newTestCerts(t *testing.T) *testCerts {
-	t.Helper()
-	dir := t.TempDir()
-	c := &testCerts{dir: dir, pool: x509.NewCertPool()}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "flatline test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.pool.AddCert(ca)
-	c.caFile = writePEM(t, dir, "ca.pem", "CERTIFICATE", caDER)
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (certFile, keyFile string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return writePEM(t, dir, name+".pem", "CERTIFICATE", der), writePEM(t, dir, name+"-key.pem", "PRIVATE KEY", keyDER)
-	}
-	c.serverCert, c.serverKey = leaf("server", 2, x509.ExtKeyUsageServerAuth)
-	c.clientCert, c.clientKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
-	if c.server, err = tls.LoadX509KeyPair(c.serverCert, c.serverKey); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 func config(t *testing.T, addr string) redisconn.Config {
 	c := redisconn.DefaultConfig()
@@ -263,7 +183,7 @@ func (b *lockedBuffer) String() string {
 // certificate, naming the key.
 func TestTLSBuild(t *testing.T) {
 	t.Parallel()
-	certs := newTestCerts(t)
+	certs := testenv.NewCerts(t)
 	junk := filepath.Join(t.TempDir(), "junk.pem")
 	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
@@ -276,7 +196,7 @@ func TestTLSBuild(t *testing.T) {
 	if err != nil || tc == nil || tc.RootCAs != nil || tc.InsecureSkipVerify || tc.MinVersion != tls.VersionTLS12 || len(tc.Certificates) != 0 {
 		t.Errorf("enabled TLS without files: %+v, %v; want system roots, verification on, TLS 1.2+", tc, err)
 	}
-	full := redisconn.TLSConfig{Enabled: true, CAFile: certs.caFile, CertFile: certs.clientCert, KeyFile: certs.clientKey, ServerName: "localhost"}
+	full := redisconn.TLSConfig{Enabled: true, CAFile: certs.CAFile, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, ServerName: "localhost"}
 	if err := full.Validate("redis.tls"); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +213,7 @@ func TestTLSBuild(t *testing.T) {
 
 	// The built config really verifies the server with the CA and
 	// presents the client certificate to a server that demands one.
-	srv := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{certs.server}, ClientCAs: certs.pool, ClientAuth: tls.RequireAndVerifyClientCert})
+	srv := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{certs.Server}, ClientCAs: certs.Pool, ClientAuth: tls.RequireAndVerifyClientCert})
 	if err := handshake(srv, tc); err != nil {
 		t.Errorf("handshake with CA and client certificate: %v", err)
 	}
@@ -314,8 +234,8 @@ func TestTLSBuild(t *testing.T) {
 		want string
 	}{
 		{"missing CA", redisconn.TLSConfig{Enabled: true, CAFile: "/nonexistent/ca.pem"}, "redis.tls.ca_file"},
-		{"cert without key", redisconn.TLSConfig{Enabled: true, CertFile: certs.clientCert}, "redis.tls: cert_file and key_file go together"},
-		{"missing key", redisconn.TLSConfig{Enabled: true, CertFile: certs.clientCert, KeyFile: "/nonexistent/key.pem"}, "redis.tls.key_file"},
+		{"cert without key", redisconn.TLSConfig{Enabled: true, CertFile: certs.ClientCert}, "redis.tls: cert_file and key_file go together"},
+		{"missing key", redisconn.TLSConfig{Enabled: true, CertFile: certs.ClientCert, KeyFile: "/nonexistent/key.pem"}, "redis.tls.key_file"},
 	} {
 		err := c.cfg.Validate("redis.tls")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -325,7 +245,7 @@ func TestTLSBuild(t *testing.T) {
 	if _, err := (redisconn.TLSConfig{Enabled: true, CAFile: junk}).Build(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a CA file without a certificate built: %v", err)
 	}
-	if _, err := (redisconn.TLSConfig{Enabled: true, CertFile: certs.clientCert, KeyFile: certs.serverKey}).Build(); err == nil {
+	if _, err := (redisconn.TLSConfig{Enabled: true, CertFile: certs.ClientCert, KeyFile: certs.ServerKey}).Build(); err == nil {
 		t.Error("a certificate with the wrong key built")
 	}
 	// A disabled section is not checked: files of an unused TLS setup
@@ -339,17 +259,17 @@ func TestTLSBuild(t *testing.T) {
 // TLS and requires client certificates (mutual TLS).
 func TestRedisOverTLS(t *testing.T) {
 	t.Parallel()
-	certs := newTestCerts(t)
+	certs := testenv.NewCerts(t)
 	port := freePort(t)
 	testenv.Redis(t, "--tls-port", strconv.Itoa(port),
-		"--tls-cert-file", certs.serverCert, "--tls-key-file", certs.serverKey,
-		"--tls-ca-cert-file", certs.caFile, "--tls-auth-clients", "yes")
+		"--tls-cert-file", certs.ServerCert, "--tls-key-file", certs.ServerKey,
+		"--tls-ca-cert-file", certs.CAFile, "--tls-auth-clients", "yes")
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
 	c := config(t, addr)
-	c.TLS = redisconn.TLSConfig{Enabled: true, CAFile: certs.caFile, CertFile: certs.clientCert, KeyFile: certs.clientKey}
+	c.TLS = redisconn.TLSConfig{Enabled: true, CAFile: certs.CAFile, CertFile: certs.ClientCert, KeyFile: certs.ClientKey}
 	rdb, store, err := app.Connect(ctx, c)
 	if err != nil {
 		t.Fatalf("connect over mutual TLS: %v", err)
