@@ -188,7 +188,7 @@ func TestTimeoutsPublished(t *testing.T) {
 	for _, c := range cases {
 		want[c.want.EventID] = c.want
 	}
-	checkRecords(t, readTopic(t, k.Brokers(), testTopic, testParts), want)
+	checkRecords(t, testenv.ReadTopic(t, k.Brokers(), testTopic, testParts), want)
 
 	if got := counterValue(t, m.TimeoutsPublished); got != float64(len(cases)) {
 		t.Errorf("TimeoutsPublished = %v, want %d", got, len(cases))
@@ -206,7 +206,7 @@ func TestTimeoutsPublished(t *testing.T) {
 	if err := p.Timeouts(ctx, 7, members(cases), overrides, again); err != nil {
 		t.Fatalf("timeouts again: %v", err)
 	}
-	recs := readTopic(t, k.Brokers(), testTopic, testParts)
+	recs := testenv.ReadTopic(t, k.Brokers(), testTopic, testParts)
 	byID := map[string][]Event{}
 	for _, r := range recs {
 		var e Event
@@ -247,7 +247,7 @@ func TestRecoveredPublished(t *testing.T) {
 			DownForMs: r.SeenAtMs - r.DownSinceMs, EventID: r.DeviceID + "/" + fmt.Sprint(r.SeenAtMs) + "/r"}
 		want[e.EventID] = e
 	}
-	recs := readTopic(t, k.Brokers(), testTopic, testParts)
+	recs := testenv.ReadTopic(t, k.Brokers(), testTopic, testParts)
 	checkRecords(t, recs, want)
 	for _, r := range recs {
 		if r.Time.Before(before) || r.Time.After(after) {
@@ -367,7 +367,7 @@ func TestTimeoutsRetryUntilKafkaRecovers(t *testing.T) {
 			for _, c := range cases {
 				want[c.want.EventID] = c.want
 			}
-			checkRecords(t, readTopic(t, k.Brokers(), testTopic, testParts), want)
+			checkRecords(t, testenv.ReadTopic(t, k.Brokers(), testTopic, testParts), want)
 			if got := counterValue(t, m.PublishErrors); got < 3 {
 				t.Errorf("PublishErrors = %v, want at least 3", got)
 			}
@@ -458,7 +458,7 @@ func TestConcurrentCallersShareProduceRequests(t *testing.T) {
 	if n >= callers {
 		t.Errorf("%d produce requests for %d concurrent callers: events were not gathered", n, callers)
 	}
-	if got := len(readTopic(t, k.Brokers(), testTopic, 1)); got != callers*each {
+	if got := len(testenv.ReadTopic(t, k.Brokers(), testTopic, 1)); got != callers*each {
 		t.Errorf("%d records, want %d", got, callers*each)
 	}
 }

@@ -99,20 +99,7 @@ func (r *rig) produce(t *testing.T, msgs ...kafka.Message) {
 // endOffsets returns the high-water mark of every signals partition.
 func (r *rig) endOffsets(t *testing.T) map[int]int64 {
 	t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(r.kafka.Brokers()...)}
-	req := map[string][]kafka.OffsetRequest{signals: {}}
-	for p := 0; p < 4; p++ {
-		req[signals] = append(req[signals], kafka.LastOffsetOf(p))
-	}
-	resp, err := c.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{Topics: req})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[int]int64)
-	for _, po := range resp.Topics[signals] {
-		out[po.Partition] = po.LastOffset
-	}
-	return out
+	return testenv.EndOffsets(t, r.kafka.Brokers(), signals, 4)
 }
 
 // committedOffsets reads the group's committed offsets from Kafka.
@@ -206,25 +193,11 @@ func TestInvalidMessagesAreDeadLettered(t *testing.T) {
 	}
 	// Read the dead-letter topic back: every invalid message, once, with its reason.
 	got := make(map[string][]kafka.Message)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	n := 0
-	for p := 0; p < 4 && n < len(invalid); p++ {
-		rd := kafka.NewReader(kafka.ReaderConfig{Brokers: r.kafka.Brokers(), Topic: dlq, Partition: p, MaxBytes: 10 << 20, MaxWait: 50 * time.Millisecond})
-		end, err := rd.ReadLag(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ; end > 0; end-- {
-			m, err := rd.ReadMessage(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[string(m.Key)] = append(got[string(m.Key)], m)
-			n++
-		}
-		rd.Close()
+	dead := testenv.ReadTopic(t, r.kafka.Brokers(), dlq, 4)
+	for _, m := range dead {
+		got[string(m.Key)] = append(got[string(m.Key)], m)
 	}
+	n := len(dead)
 	if n != len(invalid) {
 		t.Errorf("dead-letter topic holds %d messages, want %d", n, len(invalid))
 	}

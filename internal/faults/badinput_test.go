@@ -191,33 +191,6 @@ func produceAll(t *testing.T, brokers []string, topic string, msgs []kafka.Messa
 	}
 }
 
-// readAll reads every message a topic holds now.
-func readAll(t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
-	t.Helper()
-	end := endOffsets(t, brokers, topic, partitions)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out []kafka.Message
-	for p := 0; p < partitions; p++ {
-		if end[p] == 0 {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: p, MaxBytes: 16 << 20, MaxWait: 50 * time.Millisecond})
-		for {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatalf("read %s/%d: %v", topic, p, err)
-			}
-			out = append(out, m)
-			if m.Offset+1 >= end[p] {
-				break
-			}
-		}
-		_ = r.Close()
-	}
-	return out
-}
-
 func headers(m kafka.Message) map[string]string {
 	h := make(map[string]string, len(m.Headers))
 	for _, x := range m.Headers {
@@ -332,7 +305,7 @@ func TestBadInput(t *testing.T) {
 	// The dead-letter topic holds exactly the invalid messages, once each,
 	// with their reason and the offset they came from.
 	origin := map[string]kafka.Message{} // "partition/offset" → the signals message
-	for _, m := range readAll(t, brokers, signals, partitions) {
+	for _, m := range testenv.ReadTopic(t, brokers, signals, partitions) {
 		origin[fmt.Sprintf("%d/%d", m.Partition, m.Offset)] = m
 	}
 	type ident struct{ key, value string }
@@ -347,7 +320,7 @@ func TestBadInput(t *testing.T) {
 			want[id] = append(want[id], s)
 		}
 	}
-	dead := readAll(t, brokers, dlq, partitions)
+	dead := testenv.ReadTopic(t, brokers, dlq, partitions)
 	if len(dead) != invalid {
 		t.Errorf("dead-letter topic holds %d messages, want the %d invalid ones", len(dead), invalid)
 	}
@@ -464,7 +437,7 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// The strict instance dead-letters exactly the unknown classes.
-	strictDead := readAll(t, brokers, strictDLQ, partitions)
+	strictDead := testenv.ReadTopic(t, brokers, strictDLQ, partitions)
 	if len(strictDead) != perKind {
 		t.Errorf("strict dead-letter topic holds %d messages, want %d", len(strictDead), perKind)
 	}

@@ -492,7 +492,7 @@ func (c *collector) count(ids map[string]bool) int {
 // drain waits until the collector has read every event the topic holds now.
 func (c *collector) drain(t *testing.T) {
 	t.Helper()
-	end := endOffsets(t, c.brokers, timeouts, c.partitions)
+	end := testenv.EndOffsets(t, c.brokers, timeouts, c.partitions)
 	waitUntil(t, 30*time.Second, "the collector to read the whole timeouts topic", func() bool {
 		for p, off := range end {
 			if c.next[p].Load() < off {
@@ -595,30 +595,6 @@ func verify(t *testing.T, ids []string, last map[string]int64, timeout time.Dura
 
 // ---- Kafka inspection ----
 
-// endOffsets returns the high-water mark of each partition of topic.
-func endOffsets(t *testing.T, brokers []string, topic string, partitions int) map[int]int64 {
-	t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	var req []kafka.OffsetRequest
-	for p := 0; p < partitions; p++ {
-		req = append(req, kafka.LastOffsetOf(p))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: req}})
-	if err != nil {
-		t.Fatalf("list offsets of %s: %v", topic, err)
-	}
-	out := make(map[int]int64, partitions)
-	for _, po := range resp.Topics[topic] {
-		if po.Error != nil {
-			t.Fatalf("list offsets of %s/%d: %v", topic, po.Partition, po.Error)
-		}
-		out[po.Partition] = po.LastOffset
-	}
-	return out
-}
-
 // committed returns the group's committed offset of each partition of topic
 // (-1 for none).
 func committed(t *testing.T, brokers []string, group, topic string, partitions int) map[int]int64 {
@@ -652,7 +628,7 @@ func caughtUp(t *testing.T, brokers []string, group string, partitions int) bool
 
 // caughtUpTopic is caughtUp for any topic.
 func caughtUpTopic(t *testing.T, brokers []string, group, topic string, partitions int) bool {
-	end := endOffsets(t, brokers, topic, partitions)
+	end := testenv.EndOffsets(t, brokers, topic, partitions)
 	got := committed(t, brokers, group, topic, partitions)
 	for p, off := range end {
 		if off > 0 && got[p] < off {

@@ -74,7 +74,7 @@ func TestRedisOutage(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	after := committed(t, k.Brokers(), cfg.Kafka.GroupID, signals, partitions)
-	end := endOffsets(t, k.Brokers(), signals, partitions)
+	end := testenv.EndOffsets(t, k.Brokers(), signals, partitions)
 	pending := int64(0)
 	for p := range after {
 		if after[p] != before[p] {

@@ -22,42 +22,6 @@ func kafkaConfig(brokers []string) kafkaconn.Config {
 	return k
 }
 
-// readAll reads every record of the topic (up to each partition's high
-// watermark).
-func readAll(t *testing.T, brokers []string, topic string, partitions int) []kafka.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
-	req := map[string][]kafka.OffsetRequest{}
-	for p := range partitions {
-		req[topic] = append(req[topic], kafka.LastOffsetOf(p))
-	}
-	lo, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: req})
-	if err != nil {
-		t.Fatalf("list offsets: %v", err)
-	}
-	var out []kafka.Message
-	for _, po := range lo.Topics[topic] {
-		if po.Error != nil {
-			t.Fatalf("partition %d: %v", po.Partition, po.Error)
-		}
-		if po.LastOffset == 0 {
-			continue
-		}
-		r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, Partition: po.Partition, MaxWait: 50 * time.Millisecond})
-		for range po.LastOffset {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				t.Fatalf("read partition %d: %v", po.Partition, err)
-			}
-			out = append(out, m)
-		}
-		_ = r.Close()
-	}
-	return out
-}
-
 type heartbeat struct {
 	DeviceID  string `json:"device_id"`
 	Ts        int64  `json:"ts"`
@@ -86,7 +50,7 @@ func TestRunFleet(t *testing.T) {
 		t.Error("progress never called")
 	}
 
-	recs := readAll(t, k.Brokers(), signals, parts)
+	recs := testenv.ReadTopic(t, k.Brokers(), signals, parts)
 	if int64(len(recs)) != stats.Sent {
 		t.Errorf("%d records in the topic, stats say %d sent", len(recs), stats.Sent)
 	}
