@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/timeouts"
 	"github.com/flatline-dev/flatline/shard"
@@ -69,7 +70,7 @@ type Publisher struct {
 	m         *metrics.Metrics
 	now       func() time.Time
 	log       *slog.Logger
-	errLog    logLimiter
+	errLog    logging.Limiter
 	batches   sync.Pool // *batch
 }
 
@@ -100,6 +101,7 @@ func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
 		m:         opts.Metrics,
 		now:       opts.Now,
 		log:       opts.Logger,
+		errLog:    logging.Limiter{Every: errorLogEvery},
 	}
 	if p.now == nil {
 		p.now = time.Now
@@ -297,7 +299,7 @@ func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 			p.m.PublishErrors.Inc()
 		}
 		delay := backoff(attempt)
-		if ok, suppressed := p.errLog.allow(ackedAt); ok {
+		if ok, suppressed := p.errLog.Allow(ackedAt); ok {
 			p.log.Warn("publish failed, retrying", "kind", kind, "failed", failed, "attempt", attempt+1,
 				"retry_in", delay, "suppressed_since_last", suppressed, "err", err)
 		}
@@ -362,23 +364,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// logLimiter lets one log line through per errorLogEvery and counts the rest.
-type logLimiter struct {
-	mu         sync.Mutex
-	next       time.Time
-	suppressed int
-}
-
-func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Before(l.next) {
-		l.suppressed++
-		return false, 0
-	}
-	l.next = now.Add(errorLogEvery)
-	suppressed, l.suppressed = l.suppressed, 0
-	return true, suppressed
 }

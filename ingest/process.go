@@ -4,18 +4,19 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/shard"
 )
 
-// processor turns one batch of records into one Redis round trip. It is
-// owned by one batcher goroutine and reuses its buffers across batches.
+// processor turns one batch of records into one Redis round trip: the
+// batcher prepares it, then hands it to the writer, which hands it back once
+// written (never both at once). It reuses its buffers across batches.
 type processor struct {
 	in      *Ingest
 	hb      Heartbeat
@@ -25,7 +26,7 @@ type processor struct {
 	dead    []kafka.Message
 	offsets map[int]int64
 	wms     map[int]int64
-	limiter *logLimiter // shared by a generation's processors
+	limiter *logging.Limiter // shared by a generation's processors
 	outage  bool
 	co      *coalescer // nil unless ingest.coalesce_window > 0; shared likewise
 }
@@ -46,7 +47,7 @@ func newProcessors(in *Ingest, n int) []*processor {
 	if w := in.cfg.CoalesceWindow.Milliseconds(); w > 0 {
 		co = newCoalescer(w, coalesceMaxEntries)
 	}
-	limiter := &logLimiter{}
+	limiter := &logging.Limiter{Every: time.Second}
 	ps := make([]*processor, n)
 	for k := range ps {
 		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), co: co, limiter: limiter}
@@ -242,8 +243,8 @@ func (p *processor) deadLetter(r record, reason Reason) {
 	in := p.in
 	msg := &r.msg
 	source := in.opts.Kafka.SignalsTopic + "/" + strconv.Itoa(r.partition) + "/" + strconv.FormatInt(msg.Offset, 10)
-	if p.limiter.allow(in.opts.Now()) {
-		in.opts.Log.Warn("invalid heartbeat dead-lettered", "reason", string(reason), "source", source, "suppressed", p.limiter.take())
+	if ok, suppressed := p.limiter.Allow(in.opts.Now()); ok {
+		in.opts.Log.Warn("invalid heartbeat dead-lettered", "reason", string(reason), "source", source, "suppressed", suppressed)
 	}
 	if in.dlq == nil {
 		return
@@ -291,30 +292,4 @@ func (p *processor) retry(ctx context.Context, what string, fn func() error) err
 			backoff *= 2
 		}
 	}
-}
-
-// logLimiter allows one log line per second and counts the rest.
-type logLimiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-func (l *logLimiter) allow(now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.last) < time.Second {
-		l.suppressed++
-		return false
-	}
-	l.last = now
-	return true
-}
-
-func (l *logLimiter) take() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.suppressed
-	l.suppressed = 0
-	return n
 }

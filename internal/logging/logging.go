@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Config is the log section of the configuration.
@@ -51,4 +53,29 @@ func New(c Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Limiter lets one log line through per interval and counts the ones it
+// held back, so a flood (invalid messages, a failing broker) costs one line
+// per interval that says how many were skipped. Safe for concurrent use.
+type Limiter struct {
+	Every time.Duration
+
+	mu         sync.Mutex
+	next       time.Time
+	suppressed int
+}
+
+// Allow reports whether a line may be logged now and, if so, how many were
+// held back since the last one.
+func (l *Limiter) Allow(now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Before(l.next) {
+		l.suppressed++
+		return false, 0
+	}
+	l.next = now.Add(l.Every)
+	suppressed, l.suppressed = l.suppressed, 0
+	return true, suppressed
 }
