@@ -2,7 +2,6 @@ package rebalance
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -15,17 +14,16 @@ func CountMisplaced(ctx context.Context, store *shard.Store, l shard.Layout) (mi
 	if !l.Migrating() {
 		return 0, 0, nil
 	}
-	rdb := store.Client()
 	for i := 0; i < l.Shards(); i++ {
 		var cursor uint64
 		for {
-			vals, next, err := rdb.ZScan(ctx, store.Keys().Deadlines(i), cursor, "", 1000).Result()
+			ms, next, err := store.ScanShard(ctx, i, cursor, 1000)
 			if err != nil {
-				return 0, 0, fmt.Errorf("scan shard %d: %w", i, err)
+				return 0, 0, err
 			}
-			for k := 0; k < len(vals); k += 2 {
+			for _, m := range ms {
 				total++
-				if l.ShardOf(shard.Hash(vals[k])) != i {
+				if l.ShardOf(shard.Hash(m.ID)) != i {
 					misplaced++
 				}
 			}
