@@ -57,10 +57,6 @@ type Ingest struct {
 	opts Options
 	dec  *Decoder
 	dlq  *kafka.Writer
-
-	// lag per owned partition, for status and metrics
-	mu  sync.Mutex
-	lag map[int]int64
 }
 
 // New builds an ingest.
@@ -68,7 +64,7 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	in := &Ingest{cfg: cfg, opts: opts, lag: make(map[int]int64)}
+	in := &Ingest{cfg: cfg, opts: opts}
 	in.dec = NewDecoder(DecoderConfig{Format: cfg.Format, MaxSkew: cfg.MaxSkew, MaxValueBytes: cfg.MaxValueBytes, Timeouts: opts.Policy.Config()})
 	if opts.Kafka.DeadLetterTopic != "" {
 		tr, err := opts.Kafka.Transport()
@@ -82,17 +78,6 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 		}
 	}
 	return in, nil
-}
-
-// Lag returns the messages not yet written per owned partition.
-func (in *Ingest) Lag() map[int]int64 {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	out := make(map[int]int64, len(in.lag))
-	for p, l := range in.lag {
-		out[p] = l
-	}
-	return out
 }
 
 // Run consumes until ctx is cancelled, joining generation after
@@ -546,11 +531,6 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 	}
 	t := time.NewTicker(in.cfg.ProbeInterval)
 	defer t.Stop()
-	defer func() {
-		in.mu.Lock()
-		clear(in.lag)
-		in.mu.Unlock()
-	}()
 	wms := make(map[int]int64, len(pos))
 	for {
 		if partitions == 0 {
@@ -563,7 +543,6 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
 		if err == nil {
 			clear(wms)
-			in.mu.Lock()
 			for _, po := range resp.Topics[topic] {
 				p := pos[po.Partition]
 				if po.Error != nil || p == nil {
@@ -585,12 +564,10 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 						}
 					}
 				}
-				in.lag[po.Partition] = lag
 				if in.opts.Metrics != nil {
 					in.opts.Metrics.ConsumerLag.WithLabelValues(strconv.Itoa(po.Partition)).Set(float64(lag))
 				}
 			}
-			in.mu.Unlock()
 			if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil && ctx.Err() == nil {
 				in.opts.Log.Debug("raise watermarks", "err", err)
 			}
