@@ -10,14 +10,15 @@ type Config struct {
 	// RecoveryWindow is how long after its timeout a device that beats again
 	// produces a recovered event; 0 disables recovered events. Default: 24h.
 	RecoveryWindow time.Duration `koanf:"recovery_window"`
-	// Linger is how long the producer gathers events from all scanners into
-	// one produce request. Default: 1ms.
+	// Linger is how long the producer waits, once an event is queued, to
+	// gather more into one produce request. Default: 0 — events go out at
+	// once, and those queued while a request is out share the next one.
 	Linger time.Duration `koanf:"linger"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{RecoveryWindow: 24 * time.Hour, Linger: time.Millisecond}
+	return Config{RecoveryWindow: 24 * time.Hour}
 }
 
 // Validate checks the section; errors name the offending key.

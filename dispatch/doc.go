@@ -10,8 +10,8 @@
 // shard after that, never before, so a crash between the two re-fires an
 // event (at least once, deduplicated by event_id) but never loses one.
 //
-// One Publisher serves every scanner of the instance. Calls from different
-// scanners that land in the same Linger window share produce requests: the
-// kafka-go Writer collects messages per partition into one batch until it
-// is full or Linger expires, whoever added them.
+// One Publisher serves every scanner of the instance. Its producer (see
+// producer.go) keeps at most one produce request per partition leader in
+// flight; calls from different scanners that queue while a request is out
+// share the next one, with every partition of that leader in it.
 package dispatch

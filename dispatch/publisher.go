@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -19,13 +18,6 @@ import (
 )
 
 const (
-	// batchSize caps the messages of one produce request per partition; a
-	// full batch is sent at once, so it only bounds request size, never adds
-	// latency. kafka-go preallocates a batch's message slice at this
-	// capacity (about 150 bytes a slot) for every batch, however few
-	// messages end up in it, so "large" is a thousand, not a million.
-	batchSize = 1000
-
 	backoffMin = 50 * time.Millisecond
 	backoffMax = 2 * time.Second
 
@@ -63,10 +55,11 @@ type Recovery struct {
 // Publisher produces timeout and recovered events to the timeouts topic.
 // It is safe for concurrent use; one serves all scanners of an instance.
 type Publisher struct {
-	w         *kafka.Writer
+	prod      *producer
 	transport *kafka.Transport
 	policy    *timeouts.Policy
 	padMs     int64
+	windowMs  int64 // dispatch.recovery_window; 0: no recovered events
 	m         *metrics.Metrics
 	now       func() time.Time
 	log       *slog.Logger
@@ -94,10 +87,11 @@ func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{
-		w:         newWriter(k, tr, cfg.Linger),
+		prod:      newProducer(k.Brokers, k.TimeoutsTopic, tr, cfg.Linger),
 		transport: tr,
 		policy:    opts.Policy,
 		padMs:     opts.PadWindow.Milliseconds(),
+		windowMs:  cfg.RecoveryWindow.Milliseconds(),
 		m:         opts.Metrics,
 		now:       opts.Now,
 		log:       opts.Logger,
@@ -111,28 +105,6 @@ func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
 	}
 	p.log = p.log.With("component", "dispatch")
 	return p, nil
-}
-
-func newWriter(k kafkaconn.Config, tr *kafka.Transport, linger time.Duration) *kafka.Writer {
-	// kafka-go reads a zero BatchTimeout as its 1s default; Linger 0 means
-	// "send at once", which the shortest timer gives.
-	if linger <= 0 {
-		linger = time.Nanosecond
-	}
-	return &kafka.Writer{
-		Addr:         kafka.TCP(k.Brokers...),
-		Topic:        k.TimeoutsTopic,
-		Balancer:     &kafka.Murmur2Balancer{},
-		RequiredAcks: kafka.RequireAll,
-		BatchTimeout: linger,
-		BatchSize:    batchSize,
-		// Retries are ours (publish): they count PublishErrors, wait with
-		// a cancellable backoff and resend only the failed messages.
-		// kafka-go's own retry sleeps uncancellably inside the partition's
-		// only writer goroutine and would hide every failure from us.
-		MaxAttempts: 1,
-		Transport:   tr,
-	}
 }
 
 // batch is the per-call scratch of a publish: every key and value of the
@@ -210,30 +182,51 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 // fillTimeouts encodes the timeout events of due into b.
 func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) {
 	detectedMs := detectedAt.UnixMilli()
-	defaultMs := p.policy.Default().Milliseconds()
 	for _, mem := range due {
-		deadlineMs, meta := shard.Decode(mem.Score)
-		if meta.Has(shard.FlagPadded) {
-			deadlineMs -= p.padMs
-		}
-		timeoutMs := defaultMs
-		var className string
-		if id := meta.ClassID(); id != 0 {
-			if c, ok := p.policy.ByID(id); ok {
-				className = c.Name
-				timeoutMs = c.Timeout.Milliseconds()
-			}
-		}
-		if meta.Has(shard.FlagOverride) {
-			if o, ok := overrides[mem.ID]; ok {
-				timeoutMs = o
-			}
-		}
+		deadlineMs, timeoutMs, className := p.resolve(mem.ID, mem.Score, overrides)
 		b.appendKey(mem.ID)
 		b.buf = appendTimeout(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID)
 		b.endValue(deadlineMs)
 	}
 	b.seal(detectedAt)
+}
+
+// resolve reads a member's score: its deadline (unpadded), its timeout (its
+// override from overrides, else its class's, else the default) and its
+// class name.
+func (p *Publisher) resolve(id string, score float64, overrides map[string]int64) (deadlineMs, timeoutMs int64, className string) {
+	deadlineMs, meta := shard.Decode(score)
+	if meta.Has(shard.FlagPadded) {
+		deadlineMs -= p.padMs
+	}
+	timeoutMs = p.policy.Default().Milliseconds()
+	if cid := meta.ClassID(); cid != 0 {
+		if c, ok := p.policy.ByID(cid); ok {
+			className = c.Name
+			timeoutMs = c.Timeout.Milliseconds()
+		}
+	}
+	if meta.Has(shard.FlagOverride) {
+		if o, ok := overrides[id]; ok {
+			timeoutMs = o
+		}
+	}
+	return deadlineMs, timeoutMs, className
+}
+
+// Raced publishes the recovered events of devices whose reset raced their
+// published timeout (shard.Store.Fired): down since the deadline fired,
+// seen at the heartbeat their current score was written from.
+func (p *Publisher) Raced(ctx context.Context, shardID int, raced []shard.Raced, overrides map[string]int64) error {
+	rs := make([]Recovery, 0, len(raced))
+	for _, r := range raced {
+		down, _, _ := p.resolve(r.ID, r.FiredScore, nil)
+		deadline, timeout, _ := p.resolve(r.ID, r.Score, overrides)
+		if seen := deadline - timeout; seen-down <= p.windowMs {
+			rs = append(rs, Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: seen})
+		}
+	}
+	return p.Recovered(ctx, rs)
 }
 
 // Recovered publishes recovered events and returns once Kafka acknowledged
@@ -258,13 +251,13 @@ func (p *Publisher) Recovered(ctx context.Context, rs []Recovery) error {
 
 // publish writes b.msgs until every one is acknowledged or ctx is done.
 //
-// b goes back to the pool only when kafka-go no longer references it:
-// WriteMessages returns early on ctx cancellation while batches holding our
-// keys and values may still be queued, so on that path b is left to the GC.
+// b goes back to the pool only when the producer no longer references it:
+// Send returns early on ctx cancellation while a request holding our
+// keys and values may still be out, so on that path b is left to the GC.
 func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 	pending, deadlines := b.msgs, b.deadlines
 	for attempt := 0; ; attempt++ {
-		err := p.w.WriteMessages(ctx, pending...)
+		err := p.prod.Send(ctx, pending)
 		ackedAt := p.now()
 		if err == nil {
 			p.acked(kind, deadlines, ackedAt)
@@ -276,8 +269,8 @@ func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 		if !partial && ctx.Err() != nil {
 			return ctx.Err() // b may still be in flight: not reused
 		}
-		if errors.Is(err, io.ErrClosedPipe) && !partial {
-			return ErrClosed // the Writer is closed: nothing was enqueued
+		if errors.Is(err, ErrClosed) {
+			return err // nothing was queued
 		}
 		failed := len(pending)
 		if partial {
@@ -304,7 +297,7 @@ func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 				"retry_in", delay, "suppressed_since_last", suppressed, "err", err)
 		}
 		if err := sleep(ctx, delay); err != nil {
-			p.putBatch(b) // WriteMessages returned normally: nothing in flight
+			p.putBatch(b) // Send returned normally: nothing in flight
 			return err
 		}
 	}
@@ -328,11 +321,8 @@ func (p *Publisher) acked(kind string, deadlines []int64, at time.Time) {
 // Close flushes pending messages and closes the writer. Calls to Timeouts
 // or Recovered must have returned.
 func (p *Publisher) Close() error {
-	err := p.w.Close()
+	p.prod.Close()
 	p.transport.CloseIdleConnections()
-	if err != nil {
-		return fmt.Errorf("close timeouts writer: %w", err)
-	}
 	return nil
 }
 

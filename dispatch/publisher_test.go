@@ -494,18 +494,34 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-// kafka-go reads BatchTimeout 0 as one second; dispatch.linger 0 must mean
-// "send at once".
-func TestZeroLinger(t *testing.T) {
+// Events land on the partition Kafka's Java client would pick for their
+// key (murmur2), so consumers of a device's events see them in order.
+func TestEventsKeyedToJavaPartitions(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
-	cfg.Linger = 0
-	p, err := New(cfg, testKafkaConfig([]string{"127.0.0.1:1"}), Options{Policy: testPolicy()})
-	if err != nil {
+	const parts = 4
+	k := testenv.Kafka(t, parts, testTopic)
+	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	due := make([]shard.Member, 60)
+	for i := range due {
+		due[i] = shard.Member{ID: fmt.Sprintf("dev-%03d", i), Score: shard.Score(time.Now().UnixMilli(), 0)}
+	}
+	if err := p.Timeouts(ctx, 0, due, nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	if p.w.BatchTimeout <= 0 || p.w.BatchTimeout > time.Microsecond {
-		t.Fatalf("BatchTimeout = %v for linger 0", p.w.BatchTimeout)
+	msgs := testenv.ReadTopic(t, k.Brokers(), testTopic, parts)
+	if len(msgs) != len(due) {
+		t.Fatalf("%d records, want %d", len(msgs), len(due))
+	}
+	used := map[int]bool{}
+	for _, m := range msgs {
+		used[m.Partition] = true
+		if want := javaPartition(m.Key, parts); m.Partition != want {
+			t.Errorf("%s on partition %d, Java's partitioner says %d", m.Key, m.Partition, want)
+		}
+	}
+	if len(used) != parts {
+		t.Errorf("records on %d of %d partitions", len(used), parts)
 	}
 }

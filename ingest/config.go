@@ -24,7 +24,8 @@ type Config struct {
 	// Default: 4096.
 	BatchSize int `koanf:"batch_size"`
 	// BatchWait is how long a batch waits to fill before it is written.
-	// Default: 5ms.
+	// Default: 0 — a batch takes what has arrived; while one batch is in
+	// Redis the next fills by itself, so batches grow with the load.
 	BatchWait time.Duration `koanf:"batch_wait"`
 	// MaxSkew is how far a heartbeat's ts may be from its Kafka timestamp
 	// before the Kafka timestamp is used instead. Must be below timeouts.min.
@@ -49,7 +50,7 @@ func DefaultConfig() Config {
 	return Config{
 		Format:        FormatJSON,
 		BatchSize:     4096,
-		BatchWait:     5 * time.Millisecond,
+		BatchWait:     0,
 		MaxSkew:       500 * time.Millisecond,
 		MaxValueBytes: 64 << 10,
 		ProbeInterval: 10 * time.Millisecond,

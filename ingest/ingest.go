@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -48,7 +49,12 @@ type Options struct {
 	// RecoveryWindow bounds how long after its timeout a device's return
 	// counts as a recovery (dispatch.recovery_window).
 	RecoveryWindow time.Duration
-	Hooks          Hooks
+	// Raised, if set, receives the watermarks (partition → Unix ms) each
+	// time ingest has raised them in Redis: the scanners of the same
+	// process take them at once instead of at their next poll. It must not
+	// block and must not keep the map.
+	Raised func(wms map[int]int64)
+	Hooks  Hooks
 }
 
 // Ingest is the signals-topic consumer.
@@ -125,21 +131,9 @@ func (in *Ingest) Run(ctx context.Context) error {
 	}
 }
 
-// record is one fetched message with what the batcher needs.
-type record struct {
-	partition int
-	msg       kafka.Message
-}
-
 // position tracks, per partition, the next offset not yet written to Redis.
 type position struct {
 	written atomic.Int64
-	// fetchSince is when the partition's reader started waiting in its
-	// current fetch (Unix ms; 0 while it is not fetching), and kick asks it
-	// to reopen.
-	fetchSince atomic.Int64
-	fetchFrom  atomic.Int64 // the offset the reader waits for
-	kick       chan struct{}
 
 	// marks are high-water-mark probes that found the partition not yet
 	// fully written: once the written offset reaches a mark's offset, every
@@ -152,12 +146,6 @@ type position struct {
 type mark struct {
 	sentMs, offset int64
 }
-
-// stuckAfter is how long a reader may wait in one fetch while its partition
-// has unread records before the prober makes it reopen: a fetch returns
-// within its MaxWait (250 ms) when there is data, so this only catches a
-// fetch lost on the way.
-const stuckAfter = 10 * time.Second
 
 // maxMarks bounds the pending probes per partition (the newest are kept).
 const maxMarks = 256
@@ -210,16 +198,16 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		in.opts.Log.Warn("cannot resolve start offsets", "err", err)
 		return
 	}
-	msgs := make(chan record, 4*in.cfg.BatchSize)
+	msgs := make(chan chunk, 64)
 	dialer, _ := in.opts.Kafka.Dialer()
 	for _, a := range assigned {
-		p := &position{kick: make(chan struct{}, 1)}
+		p := &position{}
 		p.written.Store(starts[a.ID])
 		pos[a.ID] = p
 		partition, start := a.ID, starts[a.ID]
 		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs, p) })
 	}
-	commits := newCommitter()
+	commits, raises := newLatest(), newLatest()
 	// Two batches in flight: the batcher prepares the next while the writer
 	// has the previous one in Redis; writes, watermarks and commits stay in
 	// order.
@@ -229,8 +217,9 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 	}
 	prepared := make(chan *processor, 1)
 	gen.Start(func(gctx context.Context) { in.batcher(gctx, msgs, free, prepared) })
-	gen.Start(func(gctx context.Context) { in.writer(gctx, commits, pos, free, prepared) })
+	gen.Start(func(gctx context.Context) { in.writer(gctx, commits, raises, pos, free, prepared) })
 	gen.Start(func(gctx context.Context) { in.commitLoop(gctx, gen, commits) })
+	gen.Start(func(gctx context.Context) { in.raiseLoop(gctx, raises) })
 	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos) })
 }
 
@@ -269,33 +258,17 @@ func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assig
 }
 
 // read fetches one partition from start and feeds the batcher. After a
-// fetch error it closes the reader and opens a new one at the next offset,
-// after a doubling backoff (10 ms to 1 s): kafka-go's reader would otherwise
-// restart its fetch loop at once after every error. The start and the end
-// of a failure are logged once.
-func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int, start int64, out chan<- record, pos *position) {
+// fetch error — a fetch lost on the way included: its socket deadline
+// (fetchMaxWait + fetchGrace) ends it — it closes the connection and opens
+// a new one at the next offset, after a doubling backoff (10 ms to 1 s).
+// The start and the end of a failure are logged once.
+func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int, start int64, out chan<- chunk, pos *position) {
 	next := start
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		// The prober kicks a reader that sits in a fetch while its partition
-		// has unread records for too long (see stuckAfter): reopen it.
-		rctx, cancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-pos.kick:
-				cancel()
-			case <-rctx.Done():
-			}
-		}()
-		err := in.readFrom(rctx, dialer, partition, &next, out, &backoff, pos)
-		kicked := rctx.Err() != nil && ctx.Err() == nil
-		cancel()
+		err := in.readFrom(ctx, dialer, partition, &next, out, &backoff, pos)
 		if ctx.Err() != nil {
 			return
-		}
-		if kicked {
-			in.opts.Log.Warn("partition reader stuck in a fetch with records unread; reopened", "partition", partition, "after", stuckAfter)
-			continue
 		}
 		if backoff == 0 {
 			in.opts.Log.Warn("fetch failing, retrying with backoff", "partition", partition, "err", err)
@@ -311,79 +284,193 @@ func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int,
 	}
 }
 
-// readFrom reads from *next until an error, advancing *next.
-func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition int, next *int64, out chan<- record, backoff *time.Duration, pos *position) error {
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: in.opts.Kafka.Brokers, Topic: in.opts.Kafka.SignalsTopic, Partition: partition, Dialer: dialer,
-		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond, QueueCapacity: 1024,
-		ReadBackoffMin: 10 * time.Millisecond, ReadBackoffMax: 500 * time.Millisecond,
-	})
-	defer r.Close()
-	if err := r.SetOffset(*next); err != nil {
+const (
+	// fetchMaxWait is how long the broker may hold a fetch that finds no
+	// new record.
+	fetchMaxWait = 250 * time.Millisecond
+	// fetchMaxBytes bounds one fetch response.
+	fetchMaxBytes = 4 << 20
+	// fetchGrace is how long past fetchMaxWait a fetch's answer may take to
+	// begin, and how long the records of an answer may pause, before the
+	// connection is dropped and reopened at the next offset.
+	fetchGrace = time.Second
+	// chunkMax is the most records handed to the batcher at once.
+	chunkMax = 1024
+)
+
+// chunk is a run of consecutive records of one partition.
+type chunk struct {
+	partition int
+	msgs      []kafka.Message
+}
+
+// readFrom reads from *next until an error, advancing *next. It fetches
+// whole responses on its own connection to the partition's leader and hands
+// them to the batcher a chunk at a time: one hand-off and one socket
+// deadline per fetch, not per record as with kafka-go's Reader.
+func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition int, next *int64, out chan<- chunk, backoff *time.Duration, pos *position) error {
+	topic := in.opts.Kafka.SignalsTopic
+	var conn *kafka.Conn
+	var err error
+	for _, broker := range in.opts.Kafka.Brokers {
+		if conn, err = dialer.DialLeader(ctx, "tcp", broker, topic, partition); err == nil {
+			break
+		}
+	}
+	if err != nil {
 		return err
 	}
+	defer conn.Close()
+	// Cancelling ctx unblocks a fetch in progress.
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if err := in.seek(conn, partition, next); err != nil {
+		return err
+	}
+	sizeHint := 16
 	for {
-		pos.fetchFrom.Store(*next)
-		pos.fetchSince.Store(time.Now().UnixMilli())
-		m, err := r.FetchMessage(ctx)
-		pos.fetchSince.Store(0)
-		if err != nil {
+		sent := in.opts.Now().UnixMilli()
+		if err := conn.SetReadDeadline(time.Now().Add(fetchMaxWait + fetchGrace)); err != nil {
 			return err
 		}
-		if *backoff != 0 {
-			in.opts.Log.Info("fetch resumed", "partition", partition)
-			*backoff = 0
+		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
+		// Every record appended before this fetch was sent lies below the
+		// high-water mark it returned: once that is written, the
+		// partition's watermark may move to the send time, as with a probe.
+		if hwm := b.HighWaterMark(); b.Err() == nil && hwm > *next {
+			pos.addMark(mark{sentMs: sent, offset: hwm})
 		}
-		*next = m.Offset + 1
-		select {
-		case out <- record{partition: partition, msg: m}:
-		case <-ctx.Done():
-			return ctx.Err()
+		// The records stream from the socket as they are read: hand them
+		// on a chunk at a time, so a slow batcher holds the fetch back
+		// instead of a whole response piling up in memory.
+		_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
+		var msgs []kafka.Message
+		err := error(nil)
+		for err == nil {
+			var m kafka.Message
+			if m, err = b.ReadMessage(); err == nil {
+				if msgs == nil {
+					// Sized by the last chunk: a quiet partition's
+					// fetches bring a few records, a busy one's many.
+					msgs = make([]kafka.Message, 0, sizeHint)
+				}
+				msgs = append(msgs, m)
+			}
+			if len(msgs) == chunkMax || (err != nil && len(msgs) > 0) {
+				if *backoff != 0 {
+					in.opts.Log.Info("fetch resumed", "partition", partition)
+					*backoff = 0
+				}
+				*next = msgs[len(msgs)-1].Offset + 1
+				sizeHint = min(max(len(msgs), 16), chunkMax)
+				select {
+				case out <- chunk{partition: partition, msgs: msgs}:
+				case <-ctx.Done():
+					_ = b.Close()
+					return ctx.Err()
+				}
+				msgs = nil
+				_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
+			}
+		}
+		*next = max(*next, b.Offset()) // past compacted-away offsets too
+		if err := b.Close(); err != nil {
+			if errors.Is(err, kafka.OffsetOutOfRange) {
+				if err := in.seek(conn, partition, next); err != nil {
+					return err
+				}
+				continue
+			}
+			return err
 		}
 	}
 }
 
-// batcher gathers fetched records into batches, prepares each with a free
-// processor and hands it to the writer, in order.
-func (in *Ingest) batcher(ctx context.Context, msgs <-chan record, free chan *processor, prepared chan<- *processor) {
-	buf := make([]record, 0, in.cfg.BatchSize)
+// seek positions conn at *next. An offset the partition no longer holds
+// (deleted by retention while flatline was away) moves to the first one it
+// holds, logged; an offset past the end is an error (retried).
+func (in *Ingest) seek(conn *kafka.Conn, partition int, next *int64) error {
+	_, err := conn.Seek(*next, kafka.SeekAbsolute)
+	if !errors.Is(err, kafka.OffsetOutOfRange) {
+		return err
+	}
+	first, last, oerr := conn.ReadOffsets()
+	if oerr != nil {
+		return oerr
+	}
+	if *next >= first {
+		return fmt.Errorf("offset %d of partition %d is out of range [%d, %d]: %w", *next, partition, first, last, err)
+	}
+	in.opts.Log.Warn("committed offset no longer in the partition (retention); skipping to its first offset",
+		"partition", partition, "offset", *next, "first", first, "skipped", first-*next)
+	*next = first
+	_, err = conn.Seek(first, kafka.SeekAbsolute)
+	return err
+}
+
+// batcher gathers fetched chunks into batches of at most batch_size
+// records, prepares each with a free processor and hands it to the writer,
+// in order.
+func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *processor, prepared chan<- *processor) {
+	size := in.cfg.BatchSize
+	var buf []chunk
+	var carry []chunk // the rest of a chunk split at a batch's end
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		buf = buf[:0]
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-msgs:
-			buf = append(buf, r)
+		buf = append(buf[:0], carry...)
+		carry = carry[:0]
+		n := 0
+		for _, c := range buf {
+			n += len(c.msgs)
 		}
-		timer.Reset(in.cfg.BatchWait)
-	fill:
-		for len(buf) < in.cfg.BatchSize {
+		if n == 0 {
 			select {
-			case r := <-msgs:
-				buf = append(buf, r)
-			case <-timer.C:
-				break fill
 			case <-ctx.Done():
 				return
+			case c := <-chunks:
+				buf = append(buf, c)
+				n += len(c.msgs)
 			}
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
+		if in.cfg.BatchWait > 0 {
+			timer.Reset(in.cfg.BatchWait)
+		fill:
+			for n < size {
+				select {
+				case c := <-chunks:
+					buf = append(buf, c)
+					n += len(c.msgs)
+				case <-timer.C:
+					break fill
+				case <-ctx.Done():
+					return
+				}
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
 			}
 		}
-		// Drain what is already queued without waiting longer.
+		// Take what is already queued without waiting longer.
 	more:
-		for len(buf) < in.cfg.BatchSize {
+		for n < size {
 			select {
-			case r := <-msgs:
-				buf = append(buf, r)
+			case c := <-chunks:
+				buf = append(buf, c)
+				n += len(c.msgs)
 			default:
 				break more
 			}
+		}
+		if n > size {
+			// Split the last chunk: its tail starts the next batch.
+			last := &buf[len(buf)-1]
+			keep := len(last.msgs) - (n - size)
+			carry = append(carry, chunk{partition: last.partition, msgs: last.msgs[keep:]})
+			last.msgs = last.msgs[:keep:keep]
 		}
 		var p *processor
 		select {
@@ -392,6 +479,7 @@ func (in *Ingest) batcher(ctx context.Context, msgs <-chan record, free chan *pr
 			return
 		}
 		p.prepare(buf)
+		clear(buf)
 		select {
 		case prepared <- p:
 		case <-ctx.Done():
@@ -402,7 +490,7 @@ func (in *Ingest) batcher(ctx context.Context, msgs <-chan record, free chan *pr
 
 // writer writes prepared batches in order, then moves the written offsets,
 // the watermarks and the commits on.
-func (in *Ingest) writer(ctx context.Context, commits *committer, pos map[int]*position, free chan<- *processor, prepared <-chan *processor) {
+func (in *Ingest) writer(ctx context.Context, commits, raises *latest, pos map[int]*position, free chan<- *processor, prepared <-chan *processor) {
 	for {
 		var p *processor
 		select {
@@ -423,28 +511,66 @@ func (in *Ingest) writer(ctx context.Context, commits *committer, pos map[int]*p
 				wms[part] = t
 			}
 		}
-		// The watermark first: firing waits for it, not for the commit.
-		if err := in.opts.Store.RaiseWatermarks(ctx, 0, wms); err != nil && ctx.Err() == nil {
-			in.opts.Log.Warn("raise watermarks", "err", err)
-		}
+		// Watermark and commit follow in the background: the next batch
+		// goes to Redis at once.
+		raises.add(wms)
 		commits.add(offsets)
 		free <- p
 	}
 }
 
-// committer hands written offsets to commitLoop, which commits the latest
-// ones in the background so the batcher never waits for Kafka's answer.
-type committer struct {
+// raiseLoop raises the watermarks of written batches in Redis, the newest
+// per partition at a time, and hands them to the local scanners.
+func (in *Ingest) raiseLoop(ctx context.Context, r *latest) {
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		}
+		wms := r.take()
+		if wms == nil {
+			continue
+		}
+		if err := in.opts.Store.RaiseWatermarks(ctx, 0, wms); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !failing {
+				in.opts.Log.Warn("raise watermarks", "err", err)
+			}
+			failing = true
+			r.add(wms) // kept for the next try
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		failing = false
+		if in.opts.Raised != nil {
+			in.opts.Raised(wms)
+		}
+	}
+}
+
+// latest gathers per-partition values that only move forward (written
+// offsets for commitLoop, watermarks for raiseLoop) and hands the newest
+// to a background loop, so the writer never waits for Kafka's or Redis's
+// answer to them.
+type latest struct {
 	mu      sync.Mutex
 	pending map[int]int64
 	wake    chan struct{}
 }
 
-func newCommitter() *committer {
-	return &committer{pending: make(map[int]int64), wake: make(chan struct{}, 1)}
+func newLatest() *latest {
+	return &latest{pending: make(map[int]int64), wake: make(chan struct{}, 1)}
 }
 
-func (c *committer) add(offsets map[int]int64) {
+func (c *latest) add(offsets map[int]int64) {
 	c.mu.Lock()
 	for p, off := range offsets {
 		if off > c.pending[p] {
@@ -458,7 +584,7 @@ func (c *committer) add(offsets map[int]int64) {
 	}
 }
 
-func (c *committer) take() map[int]int64 {
+func (c *latest) take() map[int]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.pending) == 0 {
@@ -471,7 +597,7 @@ func (c *committer) take() map[int]int64 {
 
 // commitLoop commits what the batcher wrote until the generation ends, and
 // once more then, so a clean shutdown leaves nothing to re-read.
-func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *committer) {
+func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *latest) {
 	failing := false
 	commit := func() {
 		offsets := c.take()
@@ -554,22 +680,17 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 					lag = 0
 				} else {
 					p.addMark(mark{sentMs: sent, offset: po.LastOffset})
-					// A fetch waiting long although the partition holds
-					// records past the offset it asked for is lost.
-					if since := p.fetchSince.Load(); since != 0 && sent-since > stuckAfter.Milliseconds() && po.LastOffset > p.fetchFrom.Load() {
-						p.fetchSince.Store(0)
-						select {
-						case p.kick <- struct{}{}:
-						default:
-						}
-					}
 				}
 				if in.opts.Metrics != nil {
 					in.opts.Metrics.ConsumerLag.WithLabelValues(strconv.Itoa(po.Partition)).Set(float64(lag))
 				}
 			}
-			if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil && ctx.Err() == nil {
-				in.opts.Log.Debug("raise watermarks", "err", err)
+			if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil {
+				if ctx.Err() == nil {
+					in.opts.Log.Debug("raise watermarks", "err", err)
+				}
+			} else if in.opts.Raised != nil {
+				in.opts.Raised(wms)
 			}
 		} else if ctx.Err() == nil {
 			in.opts.Log.Debug("probe high-water marks", "err", err)

@@ -42,15 +42,31 @@ type rig struct {
 
 func newRig(t *testing.T, redisArgs ...string) *rig {
 	t.Helper()
+	return newRigWith(t, ingest.DefaultConfig(), redisArgs...)
+}
+
+// newRigWith is newRig with an ingest configuration.
+func newRigWith(t *testing.T, cfg ingest.Config, redisArgs ...string) *rig {
+	t.Helper()
 	r := &rig{redis: testenv.Redis(t, redisArgs...), kafka: testenv.Kafka(t, 4, signals, dlq, "device-timeouts")}
 	r.kcfg = kafkaconn.DefaultConfig()
 	r.kcfg.Brokers = r.kafka.Brokers()
 	r.kcfg.GroupID = "g-" + testenv.Prefix(t)
 	r.store = shard.NewStore(r.redis.Client(t), shard.NewKeys(testenv.Prefix(t)))
-	ctx := context.Background()
-	if err := r.store.LoadScripts(ctx); err != nil {
+	if err := r.store.LoadScripts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	r.metrics = metrics.New()
+	r.committed = make(chan map[int]int64, 1000)
+	r.have = make(map[int]int64)
+	r.start(t, cfg)
+	return r
+}
+
+// start runs an ingest of the rig's consumer group; r.stop stops it.
+func (r *rig) start(t *testing.T, cfg ingest.Config) {
+	t.Helper()
+	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("FLATLINE_TEST_LOGS") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -59,10 +75,7 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 	if _, err := w.Init(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	r.metrics = metrics.New()
-	r.committed = make(chan map[int]int64, 1000)
-	r.have = make(map[int]int64)
-	in, err := ingest.New(ingest.DefaultConfig(), ingest.Options{
+	in, err := ingest.New(cfg, ingest.Options{
 		Store: r.store, Layout: w, Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: r.kcfg,
 		Metrics: r.metrics, Log: log,
 		Hooks: ingest.Hooks{Committed: func(o map[int]int64) {
@@ -82,7 +95,6 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 	var once sync.Once
 	r.stop = func() { once.Do(func() { cancel(); <-done; _ = in.Close() }) }
 	t.Cleanup(r.stop)
-	return r
 }
 
 // produce writes msgs and returns, per partition, the offset after them.

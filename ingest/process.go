@@ -69,60 +69,68 @@ func (p *processor) reset() {
 	clear(p.wms)
 }
 
-// prepare decodes recs, keeps the newest state per device and collects the
-// invalid ones, ready for write. recs may be reused once it returns.
-func (p *processor) prepare(recs []record) {
+// prepare decodes the chunks' records, keeps the newest state per device and
+// collects the invalid ones, ready for write. The chunks may be reused once
+// it returns.
+func (p *processor) prepare(chunks []chunk) {
+	p.reset()
+	if p.co != nil {
+		p.co.rotate(p.in.opts.Now().UnixMilli())
+	}
+	n := 0
+	for _, c := range chunks {
+		n += len(c.msgs)
+		for k := range c.msgs {
+			p.prepareOne(c.partition, &c.msgs[k])
+		}
+	}
+	p.in.opts.Metrics.HeartbeatsConsumed.Add(float64(n))
+}
+
+// prepareOne decodes one record of partition into the batch.
+func (p *processor) prepareOne(partition int, msg *kafka.Message) {
 	in := p.in
 	m := in.opts.Metrics
-	p.reset()
-	policy := in.opts.Policy
+	p.offsets[partition] = msg.Offset + 1
+	if ts := msg.Time.UnixMilli(); ts > p.wms[partition] {
+		p.wms[partition] = ts
+	}
+	reason, ok := in.dec.Decode(msg.Key, msg.Value, msg.Time, &p.hb)
+	if !ok {
+		m.Invalid.WithLabelValues(string(reason)).Inc()
+		p.deadLetter(partition, msg, reason)
+		return
+	}
+	p.countFallbacks()
+	hb := &p.hb
+	if hb.Tombstone {
+		m.Tombstones.Inc()
+		p.put(entry{id: hb.DeviceID, tomb: true})
+		return
+	}
+	classID := 0
+	if hb.Class != "" {
+		if c, ok := in.opts.Policy.ByName(hb.Class); ok {
+			classID = c.ID
+		}
+	}
+	var flags shard.Meta
+	var override int64
+	if hb.Override {
+		flags |= shard.FlagOverride
+		override = hb.Timeout.Milliseconds()
+	}
+	deadline := hb.AtMs + hb.Timeout.Milliseconds()
 	if p.co != nil {
-		p.co.rotate(in.opts.Now().UnixMilli())
+		flags |= shard.FlagPadded
+		meta := shard.NewMeta(classID, flags)
+		if p.co.covered(hb.DeviceID, deadline, meta, override) {
+			m.Coalesced.Inc()
+			return
+		}
+		deadline += p.co.window
 	}
-	for _, r := range recs {
-		msg := &r.msg
-		p.offsets[r.partition] = msg.Offset + 1
-		if ts := msg.Time.UnixMilli(); ts > p.wms[r.partition] {
-			p.wms[r.partition] = ts
-		}
-		reason, ok := in.dec.Decode(msg.Key, msg.Value, msg.Time, &p.hb)
-		if !ok {
-			m.Invalid.WithLabelValues(string(reason)).Inc()
-			p.deadLetter(r, reason)
-			continue
-		}
-		p.countFallbacks()
-		hb := &p.hb
-		if hb.Tombstone {
-			m.Tombstones.Inc()
-			p.put(entry{id: hb.DeviceID, tomb: true})
-			continue
-		}
-		classID := 0
-		if hb.Class != "" {
-			if c, ok := policy.ByName(hb.Class); ok {
-				classID = c.ID
-			}
-		}
-		var flags shard.Meta
-		var override int64
-		if hb.Override {
-			flags |= shard.FlagOverride
-			override = hb.Timeout.Milliseconds()
-		}
-		deadline := hb.AtMs + hb.Timeout.Milliseconds()
-		if p.co != nil {
-			flags |= shard.FlagPadded
-			meta := shard.NewMeta(classID, flags)
-			if p.co.covered(hb.DeviceID, deadline, meta, override) {
-				m.Coalesced.Inc()
-				continue
-			}
-			deadline += p.co.window
-		}
-		p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
-	}
-	m.HeartbeatsConsumed.Add(float64(len(recs)))
+	p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
 }
 
 // write sends a prepared batch to Redis (and the dead-letter topic) and
@@ -239,10 +247,9 @@ func (p *processor) countFallbacks() {
 }
 
 // deadLetter copies an invalid message for the dead-letter topic.
-func (p *processor) deadLetter(r record, reason Reason) {
+func (p *processor) deadLetter(partition int, msg *kafka.Message, reason Reason) {
 	in := p.in
-	msg := &r.msg
-	source := in.opts.Kafka.SignalsTopic + "/" + strconv.Itoa(r.partition) + "/" + strconv.FormatInt(msg.Offset, 10)
+	source := in.opts.Kafka.SignalsTopic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(msg.Offset, 10)
 	if ok, suppressed := p.limiter.Allow(in.opts.Now()); ok {
 		in.opts.Log.Warn("invalid heartbeat dead-lettered", "reason", string(reason), "source", source, "suppressed", suppressed)
 	}

@@ -8,9 +8,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// A fetch the broker never answers must not stall a partition: ingest
-// reopens the reader (or the client times out) and the records behind it
-// are written.
+// A fetch the broker never answers must not stall a partition: its socket
+// deadline (fetch max-wait + grace) ends it, ingest reopens the connection
+// and the records behind it are written.
 func TestLostFetchDoesNotStallPartition(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)

@@ -26,6 +26,13 @@ type Gate struct {
 	wm      atomic.Int64 // min over partitions, Unix ms; 0 = none
 	mu      sync.Mutex
 	waiters []func(wm int64)
+	// known holds, per partition, the highest wm(p) seen: polled from
+	// Redis or handed over by this process's ingest (Raised). Each is a
+	// lower bound of a value that only moves forward, so the minimum over
+	// them is one too. n is the partition count as Redis last told it.
+	known   map[int]int64
+	n       int
+	kick    chan struct{}
 	stalled atomic.Bool
 	started time.Time
 }
@@ -33,7 +40,7 @@ type Gate struct {
 // NewGate returns a gate polling the watermarks every poll. A watermark more
 // than stallWarn behind now is logged as stalled.
 func NewGate(store *shard.Store, poll, grace, stallWarn time.Duration, log *slog.Logger) *Gate {
-	return &Gate{store: store, poll: poll, grace: grace, stallWarn: stallWarn, now: time.Now, log: log}
+	return &Gate{store: store, poll: poll, grace: grace, stallWarn: stallWarn, now: time.Now, log: log, kick: make(chan struct{}, 1)}
 }
 
 // Watermark is min over partitions of wm(p) in Unix ms (0 when unknown).
@@ -63,30 +70,72 @@ func (g *Gate) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.mu.Lock()
+	g.n = n
+	g.merge(wms)
+	g.mu.Unlock()
+	g.recompute()
+	g.checkStall()
+	return nil
+}
+
+// Raised takes the watermarks this process's ingest has just raised in
+// Redis, so a local write wakes the scanners at once instead of at the
+// next poll; partitions of other instances keep their polled values. It
+// never blocks: the gate's own goroutine (Run) recomputes and notifies.
+func (g *Gate) Raised(wms map[int]int64) {
+	g.mu.Lock()
+	g.merge(wms)
+	g.mu.Unlock()
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// recompute notifies the waiters if the known watermarks moved the minimum.
+func (g *Gate) recompute() {
+	g.mu.Lock()
+	min, ws := g.advance()
+	g.mu.Unlock()
+	g.notify(ws, min)
+}
+
+// merge raises the known watermarks to wms. Call with mu held.
+func (g *Gate) merge(wms map[int]int64) {
+	if g.known == nil {
+		g.known = make(map[int]int64)
+	}
+	for p, v := range wms {
+		if v > g.known[p] {
+			g.known[p] = v
+		}
+	}
+}
+
+// advance recomputes the minimum and, when it moved forward, stores it and
+// returns it with the waiters to notify. Call with mu held.
+func (g *Gate) advance() (int64, []func(int64)) {
 	min := int64(math.MaxInt64)
-	if n == 0 {
+	if g.n == 0 {
 		min = 0
 	}
-	for p := 0; p < n; p++ {
-		v, ok := wms[p]
-		if !ok {
-			v = 0
-		}
-		if v < min {
+	for p := 0; p < g.n; p++ {
+		if v := g.known[p]; v < min {
 			min = v
 		}
 	}
-	if min > g.wm.Load() {
-		g.wm.Store(min)
-		g.mu.Lock()
-		ws := g.waiters
-		g.mu.Unlock()
-		for _, fn := range ws {
-			fn(min)
-		}
+	if min <= g.wm.Load() {
+		return 0, nil
 	}
-	g.checkStall()
-	return nil
+	g.wm.Store(min)
+	return min, g.waiters
+}
+
+func (g *Gate) notify(ws []func(int64), wm int64) {
+	for _, fn := range ws {
+		fn(wm)
+	}
 }
 
 func (g *Gate) checkStall() {
@@ -131,10 +180,16 @@ func (g *Gate) Run(ctx context.Context) error {
 			failing = false
 			g.log.Info("watermarks readable again")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+		// Until the next poll, take what this process's ingest hands over.
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-g.kick:
+				g.recompute()
+			case <-t.C:
+				waiting = false
+			}
 		}
 	}
 }

@@ -12,12 +12,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/dispatch"
-	"github.com/flatline-dev/flatline/internal/kafkaconn"
-	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/testenv"
-	"github.com/flatline-dev/flatline/internal/timeouts"
 	"github.com/flatline-dev/flatline/rebalance"
-	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -51,13 +47,9 @@ func TestStaleWriterDuringHalving(t *testing.T) {
 }
 
 func testStaleWriter(t *testing.T, from, to int) {
-	srv := testenv.Redis(t)
+	store, _ := newStore(t)
 	kf := testenv.Kafka(t, 1, "device-timeouts")
-	store := shard.NewStore(srv.Client(t), shard.NewKeys(testenv.Prefix(t)))
 	ctx := context.Background()
-	if err := store.LoadScripts(ctx); err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if _, err := store.SetLayout(ctx, 0, shard.Layout{Count: from}); err != nil {
 		t.Fatal(err)
@@ -104,42 +96,7 @@ func testStaleWriter(t *testing.T, from, to int) {
 	if _, err := store.Write(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	// Every deadline is behind the watermark.
-	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: now.UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
-
-	m := metrics.New()
-	kc := kafkaconn.DefaultConfig()
-	kc.Brokers = kf.Brokers()
-	pub, err := dispatch.New(dispatch.DefaultConfig(), kc, dispatch.Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Metrics: m, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	gate := scanner.NewGate(store, 5*time.Millisecond, 0, time.Minute, log)
-	if err := gate.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fired := make(chan string, 100)
-	sc, err := scanner.New(scanner.DefaultConfig(), scanner.Options{
-		Store: store, Dispatcher: pub, Gate: gate, Layout: w, Metrics: m, Log: log,
-		Hooks: scanner.Hooks{Fired: func(_ int, batch []shard.Member, removed int) {
-			for _, mb := range batch {
-				fired <- mb.ID
-			}
-		}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.SetShards([]int{0, 1, 2, 3, 4, 5, 6, 7}); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sc.Run(runCtx) }()
-	defer func() { cancel(); <-done; _ = sc.Shutdown(ctx) }()
+	fired, _ := runScanner(t, store, w, kf.Brokers(), []int{0, 1, 2, 3, 4, 5, 6, 7})
 
 	// Wait until every device has fired and its copies are gone.
 	timeout := time.After(20 * time.Second)

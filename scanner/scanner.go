@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +18,10 @@ import (
 // acknowledged all of them (retrying meanwhile), or ctx's error.
 type Dispatcher interface {
 	Timeouts(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) error
+	// Raced publishes the recoveries of devices that beat again while
+	// their timeout was being published (see shard.Store.Fired);
+	// overrides holds the per-device timeouts of their current scores.
+	Raced(ctx context.Context, shardID int, raced []shard.Raced, overrides map[string]int64) error
 }
 
 // DefaultMinDownMemory is how long a fired device is remembered as down even
@@ -234,10 +237,12 @@ type shardScanner struct {
 	mu sync.Mutex
 	// inflight holds the members handed to dispatch: true while their
 	// batch is out, false once it completed. Completed entries stay until
-	// the next pass starts, because a read that began before a batch's
-	// removal may still return its members.
+	// the pass's next read (forgetDone), because a read that began before
+	// a batch's removal may still return its members.
 	inflight map[string]bool
-	active   int // members with inflight[id] == true
+	done     []string // members marked false since the last pass began
+	deleted  int      // deletions since the map was last rebuilt
+	active   int      // members with inflight[id] == true
 	batches  int
 	timer    *time.Timer
 	timerAt  int64
@@ -271,25 +276,11 @@ func (sc *shardScanner) pass() {
 	s := sc.s
 	ctx := s.dispatchCtx
 	batch := s.cfg.BatchSize
-	sc.mu.Lock()
-	for id, out := range sc.inflight {
-		if !out {
-			delete(sc.inflight, id) // removed from Redis before this pass began
-		}
-	}
-	sc.mu.Unlock()
 	// Pops are gathered into groups of up to groupPops×batch_size members:
 	// one produce request and one conditional removal per group, while each
 	// pop still takes at most batch_size members.
-	var group []shard.Member
-	var groupOthers map[string]copyElsewhere
-	flush := func() {
-		if len(group) > 0 {
-			sc.dispatch(group, groupOthers)
-			group, groupOthers = nil, nil
-		}
-	}
-	defer flush()
+	var st passState
+	defer st.flush(sc)
 	// Members in flight are still in the shard, at its front: the read skips
 	// as many. order keeps that count in step with the shard (a group's
 	// removal and its release from the in-flight set happen together, never
@@ -297,21 +288,23 @@ func (sc *shardScanner) pass() {
 	// else (a write of an already-past deadline), members the read returns
 	// that are in flight push the next read further, so a pass always makes
 	// progress; what it stepped over is read by the next pass.
-	extra := 0
+	windows := 1 // pops read per round trip: more once pops come back full
 	for !sc.stopped.Load() {
+		sc.forgetDone()
 		upTo := s.opts.Gate.UpTo()
 		limit := shard.MaxScore(upTo)
 		sc.order.RLock()
 		sc.mu.Lock()
-		offset, busy := sc.active+extra, sc.batches >= s.cfg.MaxInflight
+		offset, busy := sc.active+st.extra, sc.batches >= s.cfg.MaxInflight
 		sc.mu.Unlock()
 		if busy {
 			sc.order.RUnlock()
 			sc.starved.Store(true)
 			return // a completing group wakes the shard again
 		}
-		// One read gives the next pop and, past it, the next deadline.
-		ms, err := s.opts.Store.Due(ctx, sc.id, math.Inf(1), offset, batch+1)
+		// Each window is one pop and, past it, the next member: the next
+		// deadline when the pop is not full.
+		reads, err := s.opts.Store.DueWindows(ctx, sc.id, offset, batch, batch+1, windows)
 		sc.order.RUnlock()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -323,44 +316,104 @@ func (sc *shardScanner) pass() {
 		}
 		sc.backoff = 0
 		s.scanSucceeded()
-		due := ms[:0:0]
-		var next *shard.Member
-		for k := range ms {
-			if ms[k].Score <= limit && len(due) < batch {
-				due = append(due, ms[k])
-			} else if ms[k].Score > limit {
-				next = &ms[k]
-				break
-			}
-		}
-		full := len(due) == batch
-		var others map[string]copyElsewhere
-		if l := s.opts.Layout.Current(); l.Migrating() && len(due) > 0 {
-			if due, others, err = sc.resolve(ctx, l, due); err != nil {
+		for _, ms := range reads {
+			full, next, err := sc.pop(ctx, &st, ms, limit)
+			if err != nil {
 				if ctx.Err() == nil {
 					s.scanFailed(sc.id, err)
 				}
 				return
 			}
-		}
-		fresh := sc.claim(due)
-		extra += len(due) - len(fresh)
-		group = append(group, fresh...)
-		for id, c := range othersOf(fresh, others) {
-			if groupOthers == nil {
-				groupOthers = make(map[string]copyElsewhere)
+			if len(st.group) >= groupPops*batch {
+				st.flush(sc)
 			}
-			groupOthers[id] = c
+			if !full {
+				sc.arm(next, upTo)
+				return
+			}
 		}
-		if len(group) >= groupPops*batch {
-			flush()
-		}
-		if full {
-			continue // full pop: keep draining
-		}
-		sc.arm(next, upTo)
-		return
+		windows = popsAhead // full pops: keep draining, several per round trip
 	}
+}
+
+// popsAhead is how many pops a draining pass reads per round trip.
+const popsAhead = 4
+
+// passState is what one pass carries from pop to pop: the group being
+// gathered for dispatch and how many in-flight members its reads met.
+type passState struct {
+	group  []shard.Member
+	others map[string]copyElsewhere // the group's copies in other shards
+	extra  int                      // read members already in flight
+}
+
+// flush hands the gathered group to dispatch.
+func (st *passState) flush(sc *shardScanner) {
+	if len(st.group) > 0 {
+		sc.dispatch(st.group, st.others)
+		st.group, st.others = nil, nil
+	}
+}
+
+// pop takes one read's due members (at most batch_size) into the group and
+// reports whether the pop was full, else the next member past the due ones.
+func (sc *shardScanner) pop(ctx context.Context, st *passState, ms []shard.Member, limit float64) (bool, *shard.Member, error) {
+	batch := sc.s.cfg.BatchSize
+	due := ms[:0:0]
+	var next *shard.Member
+	for k := range ms {
+		if ms[k].Score <= limit && len(due) < batch {
+			due = append(due, ms[k])
+		} else if ms[k].Score > limit {
+			next = &ms[k]
+			break
+		}
+	}
+	full := len(due) == batch
+	var others map[string]copyElsewhere
+	if l := sc.s.opts.Layout.Current(); l.Migrating() && len(due) > 0 {
+		var err error
+		if due, others, err = sc.resolve(ctx, l, due); err != nil {
+			return false, nil, err
+		}
+	}
+	fresh := sc.claim(due)
+	st.extra += len(due) - len(fresh)
+	st.group = append(st.group, fresh...)
+	for id, c := range othersOf(fresh, others) {
+		if st.others == nil {
+			st.others = make(map[string]copyElsewhere)
+		}
+		st.others[id] = c
+	}
+	return full, next, nil
+}
+
+// forgetDone drops the members whose group completed before this read from
+// the in-flight set. A completed member must stay in the set until every
+// read that may have returned it has been claimed: the pass reads and claims
+// in turn, so that is until its next read.
+func (sc *shardScanner) forgetDone() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, id := range sc.done {
+		if out, ok := sc.inflight[id]; ok && !out {
+			delete(sc.inflight, id)
+		}
+	}
+	// Deleted slots of a Go map stay as tombstones that lengthen every
+	// lookup until the map grows; with members cycling through it at the
+	// drain rate, rebuild it once deletions outnumber its live entries.
+	sc.deleted += len(sc.done)
+	if sc.deleted > 4*len(sc.inflight)+1024 {
+		fresh := make(map[string]bool, len(sc.inflight))
+		for id, out := range sc.inflight {
+			fresh[id] = out
+		}
+		sc.inflight, sc.deleted = fresh, 0
+	}
+	clear(sc.done)
+	sc.done = sc.done[:0]
 }
 
 // groupPops is how many pops one dispatch group gathers at most.
@@ -444,9 +497,14 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 			}
 		}()
 		ctx := s.dispatchCtx
+		fire, err := sc.dropReplays(ctx, batch)
+		if err != nil {
+			s.opts.Metrics.ScanErrors.Inc()
+			return // stays in the shard; the next pass retries
+		}
 		var overrides map[string]int64
 		var ids []string
-		for _, m := range batch {
+		for _, m := range fire {
 			if _, meta := shard.Decode(m.Score); meta.Has(shard.FlagOverride) {
 				ids = append(ids, m.ID)
 			}
@@ -458,11 +516,14 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 				return // stays in the shard; the next pass retries
 			}
 		}
-		if err := s.opts.Dispatcher.Timeouts(ctx, sc.id, batch, overrides, detectedAt); err != nil {
+		if len(fire) == 0 {
+			return
+		}
+		if err := s.opts.Dispatcher.Timeouts(ctx, sc.id, fire, overrides, detectedAt); err != nil {
 			return // shutting down: the members stay for the next owner
 		}
 		if h := s.opts.Hooks.BeforeRemove; h != nil {
-			h(sc.id, batch)
+			h(sc.id, fire)
 		}
 		minDown := s.opts.MinDownMemory
 		if minDown == 0 {
@@ -471,8 +532,10 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 		remember := max(s.opts.RecoveryWindow, minDown)
 		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
 		sc.order.Lock()
-		removed, err := retry(ctx, func() (int, error) {
-			return s.opts.Store.Fired(ctx, sc.id, batch, prune)
+		var raced []shard.Raced
+		removed, err := retry(ctx, func() (n int, err error) {
+			n, raced, err = s.opts.Store.Fired(ctx, sc.id, fire, prune)
+			return n, err
 		})
 		sc.release(batch)
 		released = true
@@ -480,15 +543,79 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 		if err != nil {
 			return
 		}
+		if len(raced) > 0 && s.opts.RecoveryWindow > 0 {
+			if _, err := retry(ctx, func() (struct{}, error) { return struct{}{}, sc.reportRaced(ctx, raced) }); err != nil {
+				return
+			}
+		}
 		if len(others) > 0 {
 			if _, err := retry(ctx, func() (struct{}, error) { return struct{}{}, sc.removeOthers(ctx, others) }); err != nil {
 				return
 			}
 		}
 		if h := s.opts.Hooks.Fired; h != nil {
-			h(sc.id, batch, removed)
+			h(sc.id, fire, removed)
 		}
 	}()
+}
+
+// reportRaced publishes the recoveries of devices whose reset raced their
+// published timeout: they beat again after their deadline, before any down
+// entry existed for ingest to find.
+func (sc *shardScanner) reportRaced(ctx context.Context, raced []shard.Raced) error {
+	var ids []string
+	for _, r := range raced {
+		if _, meta := shard.Decode(r.Score); meta.Has(shard.FlagOverride) {
+			ids = append(ids, r.ID)
+		}
+	}
+	var overrides map[string]int64
+	if len(ids) > 0 {
+		var err error
+		if overrides, err = sc.s.opts.Store.Overrides(ctx, sc.id, ids); err != nil {
+			return err
+		}
+	}
+	return sc.s.opts.Dispatcher.Raced(ctx, sc.id, raced, overrides)
+}
+
+// dropReplays returns the members of batch that may fire. A member not
+// later than a timeout its device already fired in this shard is a replayed
+// heartbeat that ingest wrote before it saw the down set (see
+// shard.Store.Write): it is removed, if still unchanged, and never fires.
+func (sc *shardScanner) dropReplays(ctx context.Context, batch []shard.Member) ([]shard.Member, error) {
+	ids := make([]string, len(batch))
+	for k, m := range batch {
+		ids[k] = m.ID
+	}
+	downs, err := sc.s.opts.Store.DownScores(ctx, sc.id, ids)
+	if err != nil {
+		return nil, err
+	}
+	var stale []shard.Member
+	fire := batch
+	for k, m := range batch {
+		if downs[k] >= m.Score {
+			if stale == nil {
+				fire = make([]shard.Member, 0, len(batch))
+				fire = append(fire, batch[:k]...)
+			}
+			stale = append(stale, m)
+		} else if stale != nil {
+			fire = append(fire, m)
+		}
+	}
+	if len(stale) == 0 {
+		return batch, nil
+	}
+	removed, err := sc.s.opts.Store.RemoveIf(ctx, sc.id, stale)
+	if err != nil {
+		return nil, err
+	}
+	if sc.s.opts.Metrics != nil {
+		sc.s.opts.Metrics.ReplaysDropped.Add(float64(len(removed)))
+	}
+	return fire, nil
 }
 
 // othersOf keeps the other copies of the members of batch.
@@ -510,6 +637,7 @@ func (sc *shardScanner) release(batch []shard.Member) {
 	for _, m := range batch {
 		sc.inflight[m.ID] = false
 		sc.active--
+		sc.done = append(sc.done, m.ID)
 	}
 	sc.batches--
 	sc.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/metrics"
-	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -21,6 +20,10 @@ type countingDispatcher struct{ n atomic.Int64 }
 
 func (d *countingDispatcher) Timeouts(_ context.Context, _ int, due []shard.Member, _ map[string]int64, _ time.Time) error {
 	d.n.Add(int64(len(due)))
+	return nil
+}
+
+func (d *countingDispatcher) Raced(context.Context, int, []shard.Raced, map[string]int64) error {
 	return nil
 }
 
@@ -36,12 +39,8 @@ func (f fixedLayout) Current() shard.Layout { return f.l }
 //	go test -run '^$' -bench Drain -benchmem -count 6 ./scanner
 func BenchmarkDrain(b *testing.B) {
 	const due = 2000
-	srv := testenv.Redis(b)
-	st := shard.NewStore(srv.Client(b), shard.NewKeys(testenv.Prefix(b)))
+	st, _ := newStore(b)
 	ctx := context.Background()
-	if err := st.LoadScripts(ctx); err != nil {
-		b.Fatal(err)
-	}
 	// Every partition's watermark far ahead: nothing holds firing back.
 	if err := st.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
 		b.Fatal(err)

@@ -9,24 +9,37 @@ type Batch struct {
 }
 
 type shardBatch struct {
-	used      bool
-	args      []any // args[0] is reserved for the pair count
-	n         int
-	overrides []any
-	forgets   []any
+	used bool
+	// zadd is the shard's ZADD GT command: its first zaddHead slots are
+	// filled by Store.Write, then score, member pairs.
+	zadd []any
+	n    int
+	// hset is the HSET of the override timeouts: hsetHead slots, then
+	// member, ms pairs.
+	hset    []any
+	forgets []any
+	// check is Store.Write's ZMSCORE of the members in the down set.
+	check []any
 }
+
+const (
+	zaddHead = 3 // ZADD key GT
+	hsetHead = 2 // HSET key
+)
 
 // Reset empties b for shard count n, keeping its buffers.
 func (b *Batch) Reset(n int) {
 	for _, i := range b.touched {
 		sb := &b.shards[i]
 		sb.used = false
-		clear(sb.args)
-		sb.args, sb.n = sb.args[:0], 0
-		clear(sb.overrides)
-		sb.overrides = sb.overrides[:0]
+		clear(sb.zadd)
+		sb.zadd, sb.n = sb.zadd[:0], 0
+		clear(sb.hset)
+		sb.hset = sb.hset[:0]
 		clear(sb.forgets)
 		sb.forgets = sb.forgets[:0]
+		clear(sb.check)
+		sb.check = sb.check[:0]
 	}
 	b.touched = b.touched[:0]
 	if cap(b.shards) < n {
@@ -40,7 +53,7 @@ func (b *Batch) shard(i int) *shardBatch {
 	if !sb.used {
 		sb.used = true
 		b.touched = append(b.touched, i)
-		sb.args = append(sb.args[:0], nil)
+		sb.zadd = append(sb.zadd[:0], nil, nil, nil)
 	}
 	return sb
 }
@@ -49,10 +62,15 @@ func (b *Batch) shard(i int) *shardBatch {
 // unless it already is later. overrideMs > 0 stores the device's own timeout.
 func (b *Batch) Add(i int, id string, score float64, overrideMs int64) {
 	sb := b.shard(i)
-	sb.args = append(sb.args, score, id)
+	// Scores are whole numbers (see Score): sent as integers, which go-redis
+	// formats several times faster than floats, and Redis reads the same.
+	sb.zadd = append(sb.zadd, int64(score), id)
 	sb.n++
 	if overrideMs > 0 {
-		sb.overrides = append(sb.overrides, id, overrideMs)
+		if len(sb.hset) == 0 {
+			sb.hset = append(sb.hset, nil, nil)
+		}
+		sb.hset = append(sb.hset, id, overrideMs)
 	}
 }
 

@@ -43,7 +43,7 @@ func (s *Store) Copies(ctx context.Context, shards []int, ids []string) ([]Copy,
 	return out, nil
 }
 
-// MoveIn writes members into shard i like heartbeats (reset.lua: ZADD GT,
+// MoveIn writes members into shard i like heartbeats (Write: ZADD GT,
 // and a copy not later than a timeout the device already fired there is
 // dropped) with their override timeouts (ms, 0 = none).
 func (s *Store) MoveIn(ctx context.Context, i int, ms []Member, overrides map[string]int64) error {

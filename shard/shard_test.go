@@ -2,7 +2,9 @@ package shard_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"testing/quick"
 
@@ -155,9 +157,15 @@ func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 	if _, err := st.Write(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	n, err := st.Fired(ctx, 0, due, 0)
+	n, raced, err := st.Fired(ctx, 0, due, 0)
 	if err != nil || n != 1 {
 		t.Fatalf("Fired removed %d (%v), want only a", n, err)
+	}
+	if len(raced) != 1 || raced[0] != (shard.Raced{ID: "b", FiredScore: old, Score: newer}) {
+		t.Fatalf("raced = %+v, want b moved from %v to %v", raced, old, newer)
+	}
+	if _, ok, _ := st.DownScore(ctx, 0, "b"); ok {
+		t.Fatal("b, reset after its deadline, remembered as down: its next beat would count as a second recovery")
 	}
 	if s, ok, _ := st.Score(ctx, 0, "b"); !ok || s != newer {
 		t.Fatalf("b's reset was lost: %v %v", s, ok)
@@ -190,4 +198,100 @@ func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 	if s, ok, _ := st.Score(ctx, 0, "a"); !ok || s != shard.Score(shard.Epoch+20000, 0) {
 		t.Fatalf("recovered device not tracked again: %v %v", s, ok)
 	}
+}
+
+// Fired removes exactly the members still at the score the scan read,
+// wherever the changed ones sit in the batch; it remembers the others as
+// down and reports the changed ones.
+func TestFiredRemovesOnlyUnchanged(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := context.Background()
+	read := shard.Score(shard.Epoch+5000, 3)
+	var b shard.Batch
+	b.Reset(1)
+	for _, id := range []string{"changed", "same-1", "same-2", "changed-2", "same-3"} {
+		b.Add(0, id, read, 0)
+	}
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	later := shard.Score(shard.Epoch+9000, 3)
+	b.Reset(1)
+	b.Add(0, "changed", later, 0)
+	b.Add(0, "changed-2", later, 0)
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	var scanned []shard.Member
+	for _, id := range []string{"changed", "same-1", "gone", "same-2", "changed-2", "same-3"} {
+		scanned = append(scanned, shard.Member{ID: id, Score: read})
+	}
+	n, raced, err := st.Fired(ctx, 0, scanned, 0)
+	if err != nil || n != 3 {
+		t.Fatalf("Fired removed %d (%v), want the 3 unchanged", n, err)
+	}
+	if len(raced) != 2 || raced[0].ID != "changed" || raced[1].ID != "changed-2" || raced[0].Score != later || raced[0].FiredScore != read {
+		t.Fatalf("raced = %+v, want changed and changed-2 at %v", raced, later)
+	}
+	for _, id := range []string{"same-1", "same-2", "same-3"} {
+		if _, ok, _ := st.Score(ctx, 0, id); ok {
+			t.Errorf("%s still tracked", id)
+		}
+	}
+	for _, id := range []string{"changed", "changed-2"} {
+		if s, ok, _ := st.Score(ctx, 0, id); !ok || s != later {
+			t.Errorf("%s: reset lost (%v %v)", id, s, ok)
+		}
+	}
+	for _, m := range scanned {
+		d, ok, _ := st.DownScore(ctx, 0, m.ID)
+		if strings.HasPrefix(m.ID, "changed") {
+			if ok {
+				t.Errorf("%s, reset meanwhile, remembered as down", m.ID)
+			}
+		} else if !ok || d != read {
+			t.Errorf("%s not remembered as down at the fired score (%v %v)", m.ID, d, ok)
+		}
+	}
+}
+
+// DueWindows (by rank, in one round trip) returns what consecutive score
+// reads with offsets return, ties in member order, the end included.
+func TestDueWindowsMatchConsecutiveReads(t *testing.T) {
+	t.Parallel()
+	st := storeWithTies(t, 70, 5)
+	ctx := context.Background()
+	ws, err := st.DueWindows(ctx, 0, 3, 20, 21, 5)
+	if err != nil || len(ws) != 5 {
+		t.Fatalf("DueWindows = %d windows, %v", len(ws), err)
+	}
+	for j, w := range ws {
+		want, err := st.Due(ctx, 0, shard.MaxScore(shard.Epoch+1_000_000), 3+20*j, 21)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(w) != fmt.Sprint(want) {
+			t.Errorf("window %d = %v, want %v", j, w, want)
+		}
+	}
+	if len(ws[3]) != 7 || len(ws[4]) != 0 {
+		t.Errorf("the last windows hold %d and %d members, want the 7 left and none", len(ws[3]), len(ws[4]))
+	}
+}
+
+// storeWithTies returns a store whose shard 0 holds n devices d-00.. over
+// only `scores` distinct scores, so reads cross ties.
+func storeWithTies(t *testing.T, n, scores int) *shard.Store {
+	t.Helper()
+	st := newStore(t)
+	var b shard.Batch
+	b.Reset(1)
+	for k := 0; k < n; k++ {
+		b.Add(0, fmt.Sprintf("d-%02d", k), shard.Score(shard.Epoch+int64(1000+k%scores), 0), 0)
+	}
+	if _, err := st.Write(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

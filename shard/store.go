@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,7 @@ func loadScript(name string) *redis.Script {
 }
 
 var (
-	scriptReset    = loadScript("reset")
+	scriptDownClr  = loadScript("down_clear")
 	scriptFired    = loadScript("fired")
 	scriptRemoveIf = loadScript("remove_if")
 	scriptForget   = loadScript("forget")
@@ -33,7 +34,7 @@ var (
 	scriptRenew    = loadScript("lease_renew")
 	scriptRelease  = loadScript("lease_release")
 	scriptLayout   = loadScript("layout_set")
-	allScripts     = []*redis.Script{scriptReset, scriptFired, scriptRemoveIf, scriptForget,
+	allScripts     = []*redis.Script{scriptDownClr, scriptFired, scriptRemoveIf, scriptForget,
 		scriptWMRaise, scriptClasses, scriptRenew, scriptRelease, scriptLayout}
 )
 
@@ -45,6 +46,9 @@ var ErrLayoutChanged = errors.New("layout changed meanwhile")
 type Store struct {
 	rdb  redis.UniversalClient
 	keys Keys
+	// downs remembers per shard whether its down set existed at its last
+	// write (see Write).
+	downs [MaxShards]atomic.Bool
 }
 
 // NewStore returns a store over rdb using keys.
@@ -153,22 +157,50 @@ type Recovered struct {
 	DownScore float64
 }
 
-// Write applies b: one script call per touched shard, all in one pipelined
-// round trip. It reports the devices that came back from a timeout.
+// Write applies b in one pipelined round trip of plain commands: per
+// touched shard a variadic ZADD GT (and an HSET of override timeouts), then
+// a look at the shard's down set. It reports the devices that came back from
+// a timeout.
+//
+// No script guards the ZADD: a heartbeat older than a timeout its device
+// already fired (a replay) is written like any other, found in the down set
+// right after, and removed again (RemoveIf); until then the scanner, which
+// checks the down set before it fires (DownScores), drops it. A device whose
+// new deadline is later than the timeout it fired has recovered: its down
+// entry is removed (only if still that one) and it is reported.
+//
+// The down-set look is a ZMSCORE of the batch's members in the same round
+// trip when the shard's down set was there at its last write, else an
+// EXISTS, followed by the ZMSCORE only if the set turned up meanwhile: a
+// fleet without silent devices pays for neither.
 func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
 	if b.Empty() {
 		return nil, nil
 	}
-	cmds, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
+	type probe struct {
+		shard  int
+		exists *redis.IntCmd
+		check  *redis.Cmd
+	}
+	var probes []probe
+	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, i := range b.touched {
 			sb := &b.shards[i]
-			keys := []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}
 			if sb.n > 0 {
-				sb.args[0] = sb.n
-				scriptReset.EvalSha(ctx, p, keys, append(sb.args, sb.overrides...)...)
+				sb.zadd[0], sb.zadd[1], sb.zadd[2] = "zadd", s.keys.Deadlines(i), "gt"
+				p.Do(ctx, sb.zadd...)
+				if len(sb.hset) > 0 {
+					sb.hset[0], sb.hset[1] = "hset", s.keys.Overrides(i)
+					p.Do(ctx, sb.hset...)
+				}
+				pr := probe{shard: i, exists: p.Exists(ctx, s.keys.Down(i))}
+				if s.downs[i].Load() {
+					pr.check = p.Do(ctx, sb.checkArgs(s.keys.Down(i))...)
+				}
+				probes = append(probes, pr)
 			}
 			if len(sb.forgets) > 0 {
-				scriptForget.EvalSha(ctx, p, keys, sb.forgets...)
+				scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.forgets...)
 			}
 		}
 		return nil
@@ -176,25 +208,139 @@ func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write deadlines: %w", err)
 	}
-	var back []Recovered
-	k := 0
-	for _, i := range b.touched {
-		sb := &b.shards[i]
-		if sb.n > 0 {
-			vals, _ := cmds[k].(*redis.Cmd).Slice()
-			for j := 0; j+1 < len(vals); j += 2 {
-				id, _ := vals[j].(string)
-				ds, _ := vals[j+1].(string)
-				score, _ := strconv.ParseFloat(ds, 64)
-				back = append(back, Recovered{Shard: i, ID: id, DownScore: score})
-			}
-			k++
+	// Down sets that turned up since the last write of their shard.
+	var late []int
+	for k := range probes {
+		pr := &probes[k]
+		there := pr.exists.Val() > 0
+		s.downs[pr.shard].Store(there)
+		if there && pr.check == nil {
+			late = append(late, k)
 		}
-		if len(sb.forgets) > 0 {
-			k++
+	}
+	if len(late) > 0 {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range late {
+				i := probes[k].shard
+				probes[k].check = p.Do(ctx, b.shards[i].checkArgs(s.keys.Down(i))...)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read down sets: %w", err)
+		}
+	}
+	checks := make([]downCheck, 0, len(probes))
+	for _, pr := range probes {
+		if pr.check != nil {
+			checks = append(checks, downCheck{shard: pr.shard, cmd: pr.check})
+		}
+	}
+	return s.settle(ctx, b, checks)
+}
+
+// downCheck is one shard's ZMSCORE of a batch's members in its down set.
+type downCheck struct {
+	shard int
+	cmd   *redis.Cmd
+}
+
+// settle handles what the down-set checks of a written batch found: devices
+// back after their timeout leave the down set and are reported; replays are
+// removed from the deadlines again.
+func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck) ([]Recovered, error) {
+	type found struct {
+		shard   int
+		back    []any // member, down score pairs
+		replays []Member
+	}
+	var all []found
+	for _, c := range checks {
+		vals, err := c.cmd.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("read down set of shard %d: %w", c.shard, err)
+		}
+		sb := &b.shards[c.shard]
+		f := found{shard: c.shard}
+		for k, v := range vals {
+			var down float64
+			switch v := v.(type) {
+			case float64: // RESP3
+				down = v
+			case string: // RESP2
+				down, _ = strconv.ParseFloat(v, 64)
+			default:
+				continue // not down
+			}
+			score := float64(sb.zadd[zaddHead+2*k].(int64))
+			id := sb.zadd[zaddHead+2*k+1].(string)
+			if score > down {
+				f.back = append(f.back, id, down)
+			} else {
+				f.replays = append(f.replays, Member{ID: id, Score: score})
+			}
+		}
+		if len(f.back) > 0 || len(f.replays) > 0 {
+			all = append(all, f)
+		}
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	cleared := make([]*redis.Cmd, len(all))
+	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, f := range all {
+			if len(f.back) > 0 {
+				cleared[k] = scriptDownClr.EvalSha(ctx, p, []string{s.keys.Down(f.shard)}, f.back...)
+			}
+			if len(f.replays) > 0 {
+				args := make([]any, 0, 2*len(f.replays))
+				for _, m := range f.replays {
+					args = append(args, m.ID, m.Score)
+				}
+				scriptRemoveIf.EvalSha(ctx, p, []string{s.keys.Deadlines(f.shard), s.keys.Overrides(f.shard)}, args...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("settle recoveries: %w", err)
+	}
+	var back []Recovered
+	for k, f := range all {
+		if cleared[k] == nil {
+			continue
+		}
+		vals, _ := cleared[k].Slice()
+		for j := 0; j+1 < len(vals); j += 2 {
+			id, _ := vals[j].(string)
+			ds, _ := vals[j+1].(string)
+			score, _ := strconv.ParseFloat(ds, 64)
+			back = append(back, Recovered{Shard: f.shard, ID: id, DownScore: score})
 		}
 	}
 	return back, nil
+}
+
+// checkArgs is the ZMSCORE of sb's members in down set key.
+func (sb *shardBatch) checkArgs(key string) []any {
+	if len(sb.check) == 0 {
+		sb.check = append(sb.check, "zmscore", key)
+		for k := zaddHead + 1; k < len(sb.zadd); k += 2 {
+			sb.check = append(sb.check, sb.zadd[k])
+		}
+	}
+	return sb.check
+}
+
+// DownScores returns, for each of ids, the score of the timeout it fired in
+// shard i, or 0 when it is not remembered as down.
+func (s *Store) DownScores(ctx context.Context, i int, ids []string) ([]float64, error) {
+	vals, err := s.rdb.ZMScore(ctx, s.keys.Down(i), ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read down set of shard %d: %w", i, err)
+	}
+	return vals, nil
 }
 
 // Due returns up to limit members of shard i with score ≤ max, skipping the
@@ -210,6 +356,37 @@ func (s *Store) Due(ctx context.Context, i int, max float64, offset, limit int) 
 	out := make([]Member, len(zs))
 	for k, z := range zs {
 		out[k] = Member{ID: z.Member.(string), Score: z.Score}
+	}
+	return out, nil
+}
+
+// DueWindows reads k consecutive windows of shard i by rank in one round
+// trip: window j holds the members at ranks offset + j·stride … offset +
+// j·stride + size − 1, earliest first. A scanner that keeps finding full
+// pops reads several pops ahead this way, each still its own ZRANGE. By
+// rank, not by score: Redis finds a rank in O(log n), while a score range
+// walks its offset member by member, and the scanner skips the members it
+// has in flight, thousands of them during a mass expiry.
+func (s *Store) DueWindows(ctx context.Context, i, offset, stride, size, k int) ([][]Member, error) {
+	key := s.keys.Deadlines(i)
+	cmds := make([]*redis.ZSliceCmd, k)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j := range cmds {
+			start := int64(offset + j*stride)
+			cmds[j] = p.ZRangeWithScores(ctx, key, start, start+int64(size)-1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan shard %d: %w", i, err)
+	}
+	out := make([][]Member, k)
+	for j, c := range cmds {
+		zs := c.Val()
+		out[j] = make([]Member, len(zs))
+		for n, z := range zs {
+			out[j][n] = Member{ID: z.Member.(string), Score: z.Score}
+		}
 	}
 	return out, nil
 }
@@ -244,20 +421,48 @@ func (s *Store) Overrides(ctx context.Context, i int, ids []string) (map[string]
 	return out, nil
 }
 
+// Raced is a member whose timeout was published while a reset moved it
+// on: its device beat again after the deadline it fired at.
+type Raced struct {
+	ID string
+	// FiredScore is the score the timeout fired at; Score the current one.
+	FiredScore, Score float64
+}
+
 // Fired removes the members whose timeouts were acknowledged, each only if
 // its score is unchanged, remembers them as down, and prunes down entries
-// scored below pruneBelow. It returns how many left.
-func (s *Store) Fired(ctx context.Context, i int, ms []Member, pruneBelow float64) (int, error) {
-	args := make([]any, 0, 1+2*len(ms))
-	args = append(args, strconv.FormatFloat(pruneBelow, 'f', -1, 64))
-	for _, m := range ms {
-		args = append(args, m.ID, m.Score)
+// scored below pruneBelow. It returns how many left, and the members a
+// reset moved on meanwhile (kept, not remembered as down): their recovery
+// is the caller's to report, since the reset ran before any down entry.
+func (s *Store) Fired(ctx context.Context, i int, ms []Member, pruneBelow float64) (int, []Raced, error) {
+	args := make([]any, 1+2*len(ms))
+	args[0] = strconv.FormatFloat(pruneBelow, 'f', -1, 64)
+	for k, m := range ms {
+		args[1+k] = m.ID
+		args[1+len(ms)+k] = int64(m.Score) // whole numbers (see Score)
 	}
-	n, err := scriptFired.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, args...).Int()
+	vals, err := scriptFired.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, args...).Slice()
 	if err != nil {
-		return 0, fmt.Errorf("remove fired from shard %d: %w", i, err)
+		return 0, nil, fmt.Errorf("remove fired from shard %d: %w", i, err)
 	}
-	return n, nil
+	if len(vals) == 0 {
+		return 0, nil, fmt.Errorf("remove fired from shard %d: empty answer", i)
+	}
+	removed, _ := vals[0].(int64)
+	var raced []Raced
+	if len(vals) > 1 {
+		fired := make(map[string]float64, len(ms))
+		for _, m := range ms {
+			fired[m.ID] = m.Score
+		}
+		for k := 1; k+1 < len(vals); k += 2 {
+			id, _ := vals[k].(string)
+			cur, _ := vals[k+1].(string)
+			score, _ := strconv.ParseFloat(cur, 64)
+			raced = append(raced, Raced{ID: id, FiredScore: fired[id], Score: score})
+		}
+	}
+	return int(removed), raced, nil
 }
 
 // RemoveIf removes members of shard i whose score is unchanged and returns

@@ -171,9 +171,14 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 		if cfg.Dispatch.RecoveryWindow > 0 {
 			rec = a.Publisher
 		}
+		var raised func(map[int]int64)
+		if a.Gate != nil {
+			raised = a.Gate.Raised // this process's scanners see its writes at once
+		}
 		a.Ingest, err = ingest.New(cfg.Ingest, ingest.Options{
 			Store: a.Store, Layout: a.Watcher, Policy: policy, Kafka: cfg.Kafka,
-			Metrics: a.Metrics, Log: log, Recovery: rec, RecoveryWindow: cfg.Dispatch.RecoveryWindow, Hooks: hooks.Ingest,
+			Metrics: a.Metrics, Log: log, Recovery: rec, RecoveryWindow: cfg.Dispatch.RecoveryWindow,
+			Raised: raised, Hooks: hooks.Ingest,
 		})
 		if err != nil {
 			a.Close()

@@ -65,13 +65,30 @@ func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 	if err != nil || !ok || score != reset {
 		t.Fatalf("reset lost: score %v tracked %v err %v, want %v", score, ok, err, reset)
 	}
-	// The timeout itself was legitimately published once.
+	// The timeout itself was legitimately published once, and the reset
+	// that raced it is the device coming back: one recovered event, found
+	// by the scanner (the reset ran before any down entry existed).
+	var timeout e2etest.Received
 	select {
-	case r := <-events:
-		if r.Ev.DeviceID != id || r.Ev.Type != "timeout" {
-			t.Fatalf("unexpected event %+v", r.Ev)
+	case timeout = <-events:
+		if timeout.Ev.DeviceID != id || timeout.Ev.Type != "timeout" {
+			t.Fatalf("unexpected event %+v", timeout.Ev)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("timeout event not published")
+	}
+	resetDeadline, _ := shard.Decode(reset)
+	select {
+	case r := <-events:
+		ev := r.Ev
+		if ev.DeviceID != id || ev.Type != "recovered" || ev.DownSinceMs != timeout.Ev.DeadlineMs ||
+			ev.SeenAtMs != resetDeadline-e.cfg.Timeouts.Default.Milliseconds() {
+			t.Fatalf("recovered event %+v; want down since %d, seen at %d", ev, timeout.Ev.DeadlineMs, resetDeadline-e.cfg.Timeouts.Default.Milliseconds())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no recovered event for the reset that raced the timeout")
+	}
+	if _, down, err := inst.Store.DownScore(context.Background(), i, id); err != nil || down {
+		t.Fatalf("the device is remembered as down (%v, %v) after its recovery was reported", down, err)
 	}
 }

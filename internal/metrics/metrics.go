@@ -35,7 +35,10 @@ type Metrics struct {
 	DueBacklog   *prometheus.GaugeVec // shard
 	ScanErrors   prometheus.Counter
 	StaleDropped prometheus.Counter
-	Moved        prometheus.Counter
+	// ReplaysDropped counts members not later than a timeout their device
+	// already fired, dropped by the scanner instead of firing again.
+	ReplaysDropped prometheus.Counter
+	Moved          prometheus.Counter
 
 	WatermarkMs    prometheus.Gauge
 	WatermarkLag   prometheus.Gauge
@@ -110,6 +113,7 @@ func New() *Metrics {
 	m.DueBacklog = gv("flatline_shard_due_backlog", "Members due but not yet fired per shard (held by the watermark or in flight).", "shard")
 	m.ScanErrors = c("flatline_scan_errors_total", "Scanner passes that failed.")
 	m.StaleDropped = c("flatline_stale_copies_dropped_total", "Stale copies of a device in its previous shard dropped during a migration.")
+	m.ReplaysDropped = c("flatline_replays_dropped_total", "Replayed heartbeats not later than a timeout their device already fired, dropped by the scanner instead of firing it again.")
 	m.Moved = c("flatline_members_moved_total", "Members moved to their new shard during a migration.")
 	m.WatermarkMs = g("flatline_watermark_timestamp_seconds", "The firing watermark: min over signals partitions of wm(p), Unix seconds.")
 	m.WatermarkLag = g("flatline_watermark_lag_seconds", "How far the firing watermark is behind now.")

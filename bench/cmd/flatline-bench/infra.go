@@ -13,9 +13,40 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/devenv"
 	"github.com/flatline-dev/flatline/shard"
 )
+
+// scenarioInfra is what a scenario runs against: a fresh kfake with
+// flatline's topics and a fresh redis-server with the store over it.
+type scenarioInfra struct {
+	brokers []string
+	rp      *redisProc
+	st      *shard.Store
+	stop    func()
+}
+
+// startInfra starts a scenario's Kafka and Redis; stop tears both down.
+func startInfra(ctx context.Context, o *options) (*scenarioInfra, error) {
+	kc := configs.Default().Kafka
+	brokers, stopKafka, err := devenv.StartKafka(ctx, o.partitions, kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic)
+	if err != nil {
+		return nil, err
+	}
+	rp, err := startRedis(ctx)
+	if err != nil {
+		stopKafka()
+		return nil, err
+	}
+	st, err := rp.Store(ctx)
+	if err != nil {
+		rp.Close()
+		stopKafka()
+		return nil, err
+	}
+	return &scenarioInfra{brokers: brokers, rp: rp, st: st, stop: func() { rp.Close(); stopKafka() }}, nil
+}
 
 // redisProc is a private redis-server child on a free port.
 type redisProc struct {

@@ -149,7 +149,7 @@ func (p *rateProducer) Stop() {
 
 // arrival is one record of the timeouts topic as the test consumer saw it.
 type arrival struct {
-	key       string
+	key       []byte // valid during the callback only
 	value     []byte
 	timestamp time.Time // the record timestamp: detected_at_ms
 	at        time.Time // when the consumer received it
@@ -186,7 +186,7 @@ func startConsumer(brokers []string, topic string, fn func(arrival)) (*consumer,
 			}
 			now := time.Now()
 			fs.EachRecord(func(r *kgo.Record) {
-				fn(arrival{key: string(r.Key), value: r.Value, timestamp: r.Timestamp, at: now})
+				fn(arrival{key: r.Key, value: r.Value, timestamp: r.Timestamp, at: now})
 			})
 		}
 	}()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/devenv"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -52,20 +52,12 @@ type eventFields struct {
 
 func runLateness(ctx context.Context, o *options) (*LatenessResult, error) {
 	kc := configs.Default().Kafka
-	brokers, stopKafka, err := devenv.StartKafka(ctx, o.partitions, kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic)
+	infra, err := startInfra(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	defer stopKafka()
-	rp, err := startRedis(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer rp.Close()
-	st, err := rp.Store(ctx)
-	if err != nil {
-		return nil, err
-	}
+	defer infra.stop()
+	brokers, rp, st := infra.brokers, infra.rp, infra.st
 	res := &LatenessResult{Devices: o.latDevices, BackgroundRate: o.latRate, Probes: o.latProbes, SpreadSeconds: o.latSpread.Seconds()}
 
 	// The fleet: deadlines 40–100 s out, so none expires during the run;
@@ -100,7 +92,7 @@ func runLateness(ctx context.Context, o *options) (*LatenessResult, error) {
 	ids2 := map[string]bool{}
 	dups := 0
 	cons, err := startConsumer(brokers, kc.TimeoutsTopic, func(a arrival) {
-		if !strings.HasPrefix(a.key, "probe-") {
+		if !bytes.HasPrefix(a.key, []byte("probe-")) {
 			return
 		}
 		var ev eventFields

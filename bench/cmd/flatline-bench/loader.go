@@ -30,6 +30,24 @@ func deviceIDs(prefix string, n int) []string {
 	return ids
 }
 
+// idIndex returns k for the key of deviceIDs(prefix, n)[k].
+func idIndex(prefix string, key []byte, n int) (int, bool) {
+	if len(key) <= len(prefix) || string(key[:len(prefix)]) != prefix {
+		return 0, false
+	}
+	k := 0
+	for _, c := range key[len(prefix):] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		k = 10*k + int(c-'0')
+		if k >= n {
+			return 0, false
+		}
+	}
+	return k, true
+}
+
 // loadDeadlines tracks every id straight through shard.Store.Write, the
 // call ingest makes, with the deadline deadlineOf(k) for ids[k] and no
 // class. It returns the time taken.

@@ -52,6 +52,7 @@ type options struct {
 	ingestHeartbeats int
 	coalesceWindow   time.Duration
 	ceilingDuration  time.Duration
+	ingestPairs      int
 	ingestTimeout    time.Duration
 
 	latDevices int
@@ -62,6 +63,7 @@ type options struct {
 	massDevices int
 	massMargin  time.Duration
 	massTimeout time.Duration
+	massRuns    int
 
 	memDevices int
 
@@ -115,7 +117,8 @@ func run() int {
 	fs.IntVar(&o.ingestDevices, "ingest-devices", issueSizes["ingest-devices"], "scenario 1: devices")
 	fs.IntVar(&o.ingestHeartbeats, "ingest-heartbeats", issueSizes["ingest-heartbeats"], "scenario 1: heartbeats (a multiple of the devices: one per device per second)")
 	fs.DurationVar(&o.coalesceWindow, "coalesce", 10*time.Second, "scenario 1: ingest.coalesce_window of the second run (0: skip it)")
-	fs.DurationVar(&o.ceilingDuration, "ceiling", 5*time.Second, "scenario 1: how long to measure the Redis ceiling")
+	fs.DurationVar(&o.ceilingDuration, "ceiling", 3*time.Second, "scenario 1: how long to measure the Redis ceiling, after each exact run")
+	fs.IntVar(&o.ingestPairs, "ingest-pairs", 3, "scenario 1: exact runs, each followed by a ceiling measurement (the median ratio counts)")
 	fs.DurationVar(&o.ingestTimeout, "ingest-timeout", 2*time.Minute, "scenario 1: give up on a run after this long")
 	fs.IntVar(&o.latDevices, "lat-devices", issueSizes["lat-devices"], "scenario 2: tracked devices")
 	fs.IntVar(&o.latRate, "lat-rate", issueSizes["lat-rate"], "scenario 2: background heartbeats per second")
@@ -123,6 +126,7 @@ func run() int {
 	fs.DurationVar(&o.latSpread, "lat-spread", 10*time.Second, "scenario 2: window the deadlines are spread over")
 	fs.IntVar(&o.massDevices, "mass-devices", issueSizes["mass-devices"], "scenario 3: devices silent at once")
 	fs.DurationVar(&o.massMargin, "mass-margin", 0, "scenario 3: time from the start of the load to the shared deadline (0: from the measured load rate)")
+	fs.IntVar(&o.massRuns, "mass-runs", 3, "scenario 3: runs (the median by drain rate counts; all are listed)")
 	fs.DurationVar(&o.massTimeout, "mass-timeout", 30*time.Second, "scenario 3: stop waiting this long after the deadline (the rate is then over what arrived)")
 	fs.IntVar(&o.memDevices, "mem-devices", issueSizes["mem-devices"], "scenario 4: devices")
 	fs.StringVar(&o.peersBin, "peers", "", "the bench/peers binary (scenario 6)")

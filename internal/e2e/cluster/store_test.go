@@ -191,11 +191,11 @@ func TestStoreOnCluster(t *testing.T) {
 				t.Fatalf("shard %d next %v %v %v", i, m, ok, err)
 			}
 			// A removal with a score that is no longer current keeps the member.
-			removed, err := store.Fired(ctx, i, []shard.Member{{ID: due[i], Score: past - 1}}, 0)
-			if err != nil || removed != 0 {
-				t.Fatalf("shard %d: stale fired removed %d, err %v", i, removed, err)
+			removed, raced, err := store.Fired(ctx, i, []shard.Member{{ID: due[i], Score: past - 1}}, 0)
+			if err != nil || removed != 0 || len(raced) != 1 || raced[0].Score != past {
+				t.Fatalf("shard %d: stale fired removed %d, raced %v, err %v", i, removed, raced, err)
 			}
-			removed, err = store.Fired(ctx, i, got, 0)
+			removed, _, err = store.Fired(ctx, i, got, 0)
 			if err != nil || removed != 1 {
 				t.Fatalf("shard %d: fired removed %d, err %v", i, removed, err)
 			}
@@ -267,7 +267,7 @@ func TestStoreOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, id := range down {
-			if removed, err := store.Fired(ctx, i, []shard.Member{{ID: id, Score: past}}, 0); err != nil || removed != 1 {
+			if removed, _, err := store.Fired(ctx, i, []shard.Member{{ID: id, Score: past}}, 0); err != nil || removed != 1 {
 				t.Fatalf("fired %s: %d %v", id, removed, err)
 			}
 		}

@@ -1,0 +1,307 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	produceapi "github.com/segmentio/kafka-go/protocol/produce"
+)
+
+// producer writes the records of one topic with at most one produce request
+// per partition leader in flight. Callers queue their messages; the sender
+// takes everything queued, partitions it (murmur2 of the key, as Kafka's
+// Java client), and sends each leader one request holding all of its
+// partitions. While a request is out the next one fills, so batches grow
+// with the load and nothing waits for a timer. It replaces kafka-go's
+// Writer, which looks up metadata on every call and starts a goroutine, a
+// timer and a preallocated batch for every partition a call touches.
+type producer struct {
+	client   *kafka.Client
+	addr     net.Addr
+	topic    string
+	linger   time.Duration
+	balancer kafka.Murmur2Balancer
+
+	mu     sync.Mutex
+	queue  []*send
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+
+	// meta is the topic's partition leaders, refreshed when older than
+	// metaTTL or after a request failed.
+	meta   []int32 // partition → leader broker id
+	metaAt time.Time
+	parts  []int // 0 … len(meta)-1, for the balancer
+}
+
+// send is one caller's messages and, once done is closed, their outcome:
+// err for all of them, or errs per message.
+type send struct {
+	msgs []kafka.Message
+	errs []error
+	err  error
+	done chan struct{}
+}
+
+const (
+	// metaTTL bounds how long partition leaders are trusted.
+	metaTTL = 10 * time.Second
+	// produceTimeout is how long the broker may take to acknowledge.
+	produceTimeout = 10 * time.Second
+)
+
+// newProducer starts a producer to topic. linger > 0 makes the sender wait
+// that long after the first queued message before it takes the queue.
+func newProducer(brokers []string, topic string, tr *kafka.Transport, linger time.Duration) *producer {
+	addr := kafka.TCP(brokers...)
+	p := &producer{
+		client: &kafka.Client{Addr: addr, Transport: tr, Timeout: produceTimeout + 5*time.Second},
+		addr:   addr, topic: topic, linger: linger,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	go p.run()
+	return p
+}
+
+// Send queues msgs and waits until every one is acknowledged or failed.
+// It returns nil, kafka.WriteErrors (one per message, nil for those
+// written), ErrClosed after Close, another error for all of them, or ctx's
+// error — in which case the messages may still be written: the caller must
+// not reuse them.
+func (p *producer) Send(ctx context.Context, msgs []kafka.Message) error {
+	s := &send{msgs: msgs, done: make(chan struct{})}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.queue = append(p.queue, s)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if s.err != nil {
+		return s.err
+	}
+	for _, e := range s.errs {
+		if e != nil {
+			return kafka.WriteErrors(s.errs)
+		}
+	}
+	return nil
+}
+
+// Close sends what is queued and stops the sender.
+func (p *producer) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	<-p.done
+}
+
+func (p *producer) run() {
+	defer close(p.done)
+	for {
+		<-p.wake
+		if p.linger > 0 {
+			time.Sleep(p.linger)
+		}
+		for {
+			p.mu.Lock()
+			batch, closed := p.queue, p.closed
+			p.queue = nil
+			p.mu.Unlock()
+			if len(batch) == 0 {
+				if closed {
+					return
+				}
+				break
+			}
+			p.round(batch)
+		}
+	}
+}
+
+// ref is one message of a send.
+type ref struct {
+	s *send
+	i int
+}
+
+// round sends everything queued: one request per leader, all at once, and
+// completes every send.
+func (p *producer) round(batch []*send) {
+	ctx, cancel := context.WithTimeout(context.Background(), produceTimeout+5*time.Second)
+	defer cancel()
+	for _, s := range batch {
+		s.errs = make([]error, len(s.msgs))
+	}
+	defer func() {
+		for _, s := range batch {
+			close(s.done)
+		}
+	}()
+	if err := p.refresh(ctx); err != nil {
+		for _, s := range batch {
+			s.err = err
+		}
+		return
+	}
+	// leader → partition → messages, in queue order.
+	byLeader := make(map[int32]map[int][]ref)
+	for _, s := range batch {
+		for i := range s.msgs {
+			part := p.balancer.Balance(s.msgs[i], p.parts...)
+			leader := p.meta[part]
+			if byLeader[leader] == nil {
+				byLeader[leader] = make(map[int][]ref)
+			}
+			byLeader[leader][part] = append(byLeader[leader][part], ref{s, i})
+		}
+	}
+	var wg sync.WaitGroup
+	var stale sync.Once
+	for _, parts := range byLeader {
+		wg.Add(1)
+		go func(parts map[int][]ref) {
+			defer wg.Done()
+			if p.produce(ctx, parts) {
+				stale.Do(func() { p.metaAt = time.Time{} })
+			}
+		}(parts)
+	}
+	wg.Wait()
+}
+
+// produce sends one request for parts (all led by one broker), records each
+// message's outcome and reports whether the leaders may have moved.
+func (p *producer) produce(ctx context.Context, parts map[int][]ref) (stale bool) {
+	req := &produceapi.Request{Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout.Milliseconds())}
+	topic := produceapi.RequestTopic{Topic: p.topic}
+	for part, refs := range parts {
+		// Not pooled: after a timeout the transport may still be encoding.
+		r := &recordReader{refs: refs}
+		topic.Partitions = append(topic.Partitions, produceapi.RequestPartition{
+			Partition: int32(part), RecordSet: protocol.RecordSet{Records: r},
+		})
+	}
+	req.Topics = []produceapi.RequestTopic{topic}
+	fail := func(part int, err error) {
+		for _, r := range parts[part] {
+			r.s.errs[r.i] = err
+		}
+	}
+	resp, err := p.client.Transport.RoundTrip(ctx, p.addr, req)
+	if err != nil {
+		for part := range parts {
+			fail(part, fmt.Errorf("produce to %s: %w", p.topic, err))
+		}
+		return true
+	}
+	answered := make(map[int]bool, len(parts))
+	for _, t := range resp.(*produceapi.Response).Topics {
+		for _, rp := range t.Partitions {
+			part := int(rp.Partition)
+			answered[part] = true
+			if rp.ErrorCode != 0 {
+				e := kafka.Error(rp.ErrorCode)
+				fail(part, e)
+				stale = stale || errors.Is(e, kafka.NotLeaderForPartition) || errors.Is(e, kafka.UnknownTopicOrPartition) || errors.Is(e, kafka.LeaderNotAvailable)
+			}
+		}
+	}
+	for part := range parts {
+		if !answered[part] {
+			fail(part, fmt.Errorf("produce to %s: partition %d not in the answer", p.topic, part))
+		}
+	}
+	return stale
+}
+
+// refresh reads the topic's partition leaders when they are older than
+// metaTTL or a request failed (metaAt zeroed).
+func (p *producer) refresh(ctx context.Context) error {
+	if p.meta != nil && time.Since(p.metaAt) < metaTTL {
+		return nil
+	}
+	md, err := p.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{p.topic}})
+	if err != nil {
+		return fmt.Errorf("metadata of %s: %w", p.topic, err)
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Error != nil {
+		var terr error = kafka.UnknownTopicOrPartition
+		if len(md.Topics) == 1 {
+			terr = md.Topics[0].Error
+		}
+		return fmt.Errorf("metadata of %s: %w", p.topic, terr)
+	}
+	ps := md.Topics[0].Partitions
+	meta := make([]int32, len(ps))
+	for _, part := range ps {
+		if part.ID < 0 || part.ID >= len(ps) {
+			return fmt.Errorf("metadata of %s: partition %d of %d", p.topic, part.ID, len(ps))
+		}
+		meta[part.ID] = int32(part.Leader.ID)
+	}
+	p.meta, p.metaAt = meta, time.Now()
+	p.parts = p.parts[:0]
+	for i := range meta {
+		p.parts = append(p.parts, i)
+	}
+	return nil
+}
+
+// recordReader hands a partition's messages to the request encoder, one
+// reused Record at a time.
+type recordReader struct {
+	refs       []ref
+	next       int
+	rec        protocol.Record
+	key, value bytesReadCloser
+}
+
+type bytesReadCloser struct{ bytes.Reader }
+
+func (*bytesReadCloser) Close() error { return nil }
+
+func (r *recordReader) ReadRecord() (*protocol.Record, error) {
+	if r.next >= len(r.refs) {
+		return nil, io.EOF
+	}
+	ref := r.refs[r.next]
+	r.next++
+	m := &ref.s.msgs[ref.i]
+	r.rec = protocol.Record{Time: m.Time, Headers: m.Headers}
+	if m.Key != nil {
+		r.key.Reset(m.Key)
+		r.rec.Key = &r.key
+	}
+	if m.Value != nil {
+		r.value.Reset(m.Value)
+		r.rec.Value = &r.value
+	}
+	return &r.rec, nil
+}

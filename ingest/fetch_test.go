@@ -1,0 +1,139 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flatline-dev/flatline/ingest"
+)
+
+// beatsAt returns n heartbeats of devices prefix-0.. stamped at (Kafka
+// timestamp and ts) at, spread over every partition.
+func beatsAt(prefix string, n int, at time.Time) []kafka.Message {
+	out := make([]kafka.Message, n)
+	for k := range out {
+		id := fmt.Sprintf("%s-%02d", prefix, k)
+		out[k] = kafka.Message{Key: []byte(id), Time: at,
+			Value: []byte(fmt.Sprintf(`{"device_id":%q,"ts":%d}`, id, at.UnixMilli()))}
+	}
+	return out
+}
+
+// Every fetch answer carries its partition's high-water mark: once every
+// record below it is written, the watermark moves to the time the fetch was
+// sent, without waiting for a probe. Here probes are all but off (one at
+// the start) and the records carry timestamps an hour old, so only the
+// fetches can have moved the watermark past t0.
+func TestFetchHighWaterMarksMoveWatermark(t *testing.T) {
+	t.Parallel()
+	cfg := ingest.DefaultConfig()
+	cfg.ProbeInterval = time.Hour
+	r := newRigWith(t, cfg)
+	old := time.Now().Add(-time.Hour)
+	r.produce(t, beatsAt("warm", 40, old)...)
+	r.waitCommitted(t, r.endOffsets(t))
+	time.Sleep(100 * time.Millisecond)
+	t0 := time.Now().UnixMilli()
+	r.produce(t, beatsAt("a", 40, old)...)
+	r.waitCommitted(t, r.endOffsets(t))
+	r.produce(t, beatsAt("b", 40, old)...)
+	r.waitCommitted(t, r.endOffsets(t))
+	wms, _, err := r.store.Watermarks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < 4; p++ {
+		if wms[p] < t0 {
+			t.Errorf("wm(%d) = %d, %d ms before the records were produced; want it moved by the fetches", p, wms[p], t0-wms[p])
+		}
+	}
+}
+
+// A committed offset that the partition no longer holds (deleted by
+// retention while no instance ran) does not stall ingest: it skips to the
+// partition's first offset and goes on.
+func TestCommittedOffsetLostToRetentionSkipsAhead(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.produce(t, beatsAt("a", 40, time.Now())...)
+	r.waitCommitted(t, r.endOffsets(t))
+	r.stop()
+	r.produce(t, beatsAt("gone", 40, time.Now())...)
+	deleteRecords(t, r.kafka.Brokers(), r.endOffsets(t))
+	r.produce(t, beatsAt("c", 40, time.Now())...)
+
+	r.start(t, ingest.DefaultConfig())
+	r.waitCommitted(t, r.endOffsets(t))
+	for k := 0; k < 40; k++ {
+		if id := fmt.Sprintf("c-%02d", k); !r.tracked(t, id) {
+			t.Errorf("%s, produced after the deleted records, not tracked", id)
+		}
+		if id := fmt.Sprintf("gone-%02d", k); r.tracked(t, id) {
+			t.Errorf("%s was deleted before it was read, yet tracked", id)
+		}
+	}
+}
+
+// deleteRecords moves the log start of every signals partition to offsets.
+func deleteRecords(t *testing.T, brokers []string, offsets map[int]int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = signals
+	for p, off := range offsets {
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Partition, rp.Offset = int32(p), off
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			if p.ErrorCode != 0 || p.LowWatermark != offsets[int(p.Partition)] {
+				t.Fatalf("delete records of partition %d: error %d, log start %d, want %d", p.Partition, p.ErrorCode, p.LowWatermark, offsets[int(p.Partition)])
+			}
+		}
+	}
+}
+
+// A fetch brings more records than a batch may hold: the chunk is split at
+// the batch's end and its tail starts the next batch, in order, nothing
+// lost or written twice. (With a batch_wait above 0, so the waiting path
+// runs too.)
+func TestChunksSplitAtBatchSize(t *testing.T) {
+	t.Parallel()
+	cfg := ingest.DefaultConfig()
+	cfg.BatchSize = 7
+	cfg.BatchWait = 5 * time.Millisecond
+	r := newRigWith(t, cfg)
+	msgs := beatsAt("s", 300, time.Now())
+	r.produce(t, msgs...)
+	r.waitCommitted(t, r.endOffsets(t))
+	for _, m := range msgs {
+		if !r.tracked(t, string(m.Key)) {
+			t.Errorf("%s not tracked", m.Key)
+		}
+	}
+	if n := testutil.ToFloat64(r.metrics.HeartbeatsConsumed); n != 300 {
+		t.Errorf("consumed %v heartbeats, want 300", n)
+	}
+	if n := testutil.ToFloat64(r.metrics.RedisBatches); n < 300/7 {
+		t.Errorf("%v Redis batches for 300 heartbeats at batch_size 7, want at least %d", n, 300/7)
+	}
+}

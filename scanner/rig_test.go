@@ -1,0 +1,80 @@
+package scanner_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/timeouts"
+	"github.com/flatline-dev/flatline/scanner"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// newStore returns a store over a private redis-server with its scripts
+// loaded, and the server's client.
+func newStore(tb testing.TB) (*shard.Store, *redis.Client) {
+	tb.Helper()
+	rdb := testenv.Redis(tb).Client(tb)
+	store := shard.NewStore(rdb, shard.NewKeys(testenv.Prefix(tb)))
+	if err := store.LoadScripts(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return store, rdb
+}
+
+// runScanner starts a scanner over shards with a real publisher to brokers,
+// every deadline up to now already behind the watermark. It returns the
+// ids of the members that fired, in the order their groups completed, and
+// the metrics; the scanner stops when the test ends.
+func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, brokers []string, shards []int) (<-chan string, *metrics.Metrics) {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	kc := kafkaconn.DefaultConfig()
+	kc.Brokers = brokers
+	pub, err := dispatch.New(dispatch.DefaultConfig(), kc, dispatch.Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Metrics: m, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := scanner.NewGate(store, 5*time.Millisecond, 0, time.Minute, log)
+	if err := gate.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fired := make(chan string, 1000)
+	sc, err := scanner.New(scanner.DefaultConfig(), scanner.Options{
+		Store: store, Dispatcher: pub, Gate: gate, Layout: layout, Metrics: m, Log: log,
+		Hooks: scanner.Hooks{Fired: func(_ int, batch []shard.Member, removed int) {
+			for _, mb := range batch {
+				fired <- mb.ID
+			}
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.SetShards(shards); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = sc.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = sc.Shutdown(ctx)
+		_ = pub.Close()
+	})
+	return fired, m
+}
