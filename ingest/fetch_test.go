@@ -137,3 +137,26 @@ func TestChunksSplitAtBatchSize(t *testing.T) {
 		t.Errorf("%v Redis batches for 300 heartbeats at batch_size 7, want at least %d", n, 300/7)
 	}
 }
+
+// A quiet partition's fetch comes back empty after the fetch max-wait, and
+// kafka-go calls that RequestTimedOut. It is no failure: the partition is
+// fetched again on the same connection, with no backoff, so what arrives
+// after a quiet spell is read at once. (Counted as failures, the empty
+// answers reopened connections after a backoff growing to 1 s.)
+func TestQuietPartitionsAreNoFetchErrors(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.produce(t, beatsAt("a", 40, time.Now())...)
+	r.waitCommitted(t, r.endOffsets(t))
+	time.Sleep(1500 * time.Millisecond) // about six empty answers per partition
+	r.produce(t, beatsAt("b", 40, time.Now())...)
+	r.waitCommitted(t, r.endOffsets(t))
+	if n := testutil.ToFloat64(r.metrics.FetchErrors); n != 0 {
+		t.Errorf("flatline_fetch_errors_total = %v after quiet partitions; want 0", n)
+	}
+	for k := 0; k < 40; k++ {
+		if id := fmt.Sprintf("b-%02d", k); !r.tracked(t, id) {
+			t.Errorf("%s, produced after the quiet spell, not tracked", id)
+		}
+	}
+}

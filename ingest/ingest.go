@@ -270,6 +270,7 @@ func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int,
 		if ctx.Err() != nil {
 			return
 		}
+		in.opts.Metrics.FetchErrors.Inc()
 		if backoff == 0 {
 			in.opts.Log.Warn("fetch failing, retrying with backoff", "partition", partition, "err", err)
 			backoff = 10 * time.Millisecond
@@ -329,8 +330,8 @@ func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition 
 	}
 	sizeHint := 16
 	for {
-		sent := in.opts.Now().UnixMilli()
-		if err := conn.SetReadDeadline(time.Now().Add(fetchMaxWait + fetchGrace)); err != nil {
+		sent, sentAt := in.opts.Now().UnixMilli(), time.Now()
+		if err := conn.SetReadDeadline(sentAt.Add(fetchMaxWait + fetchGrace)); err != nil {
 			return err
 		}
 		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
@@ -345,10 +346,11 @@ func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition 
 		// instead of a whole response piling up in memory.
 		_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
 		var msgs []kafka.Message
-		err := error(nil)
+		err, read := error(nil), 0
 		for err == nil {
 			var m kafka.Message
 			if m, err = b.ReadMessage(); err == nil {
+				read++
 				if msgs == nil {
 					// Sized by the last chunk: a quiet partition's
 					// fetches bring a few records, a busy one's many.
@@ -375,13 +377,27 @@ func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition 
 		}
 		*next = max(*next, b.Offset()) // past compacted-away offsets too
 		if err := b.Close(); err != nil {
-			if errors.Is(err, kafka.OffsetOutOfRange) {
+			switch {
+			case errors.Is(err, kafka.OffsetOutOfRange):
 				if err := in.seek(conn, partition, next); err != nil {
 					return err
 				}
-				continue
+			case errors.Is(err, kafka.RequestTimedOut) && (read > 0 || time.Since(sentAt) >= fetchMaxWait/2):
+				// kafka-go's word for two fetches that went well: an
+				// empty answer (nothing new within fetchMaxWait: every
+				// quiet partition, every 250 ms) and an answer read to
+				// its end after the deadline it was sent with (the
+				// batcher held the records back). The answer was read
+				// whole and kafka-go keeps the connection: fetch again.
+				// Treated as a failure, it reopened the connection
+				// after a backoff growing to 1 s, and records arriving
+				// at a quiet partition — and with them the firing
+				// watermark — waited for it. (An empty answer much
+				// sooner than fetchMaxWait is a broker's own timeout
+				// error: that one backs off.)
+			default:
+				return err
 			}
-			return err
 		}
 	}
 }

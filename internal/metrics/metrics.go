@@ -24,6 +24,7 @@ type Metrics struct {
 	Coalesced          prometheus.Counter
 	DeadLettered       prometheus.Counter
 	IngestErrors       prometheus.Counter
+	FetchErrors        prometheus.Counter
 	ConsumerLag        *prometheus.GaugeVec // partition
 
 	TimeoutsPublished  prometheus.Counter
@@ -100,6 +101,7 @@ func New() *Metrics {
 	m.Coalesced = c("flatline_resets_coalesced_total", "Heartbeats whose Redis write was skipped by ingest.coalesce_window.")
 	m.DeadLettered = c("flatline_dead_lettered_total", "Invalid heartbeats copied to the dead-letter topic.")
 	m.IngestErrors = c("flatline_ingest_errors_total", "Ingest batches that failed and were retried.")
+	m.FetchErrors = c("flatline_fetch_errors_total", "Fetches of the signals topic that failed; the partition's connection is reopened after a backoff.")
 	m.ConsumerLag = gv("flatline_consumer_lag_messages", "Messages not yet written to Redis, per signals partition this instance owns.", "partition")
 	m.TimeoutsPublished = c("flatline_timeouts_published_total", "Timeout events acknowledged by Kafka.")
 	m.RecoveredPublished = c("flatline_recoveries_published_total", "Recovered events acknowledged by Kafka.")
