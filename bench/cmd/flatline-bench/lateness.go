@@ -50,7 +50,8 @@ type eventFields struct {
 	DetectedMs int64  `json:"detected_at_ms"`
 }
 
-func runLateness(ctx context.Context, o *options) (*LatenessResult, error) {
+// runLateness runs scenario 2 with rate background heartbeats per second.
+func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, error) {
 	kc := configs.Default().Kafka
 	infra, err := startInfra(ctx, o)
 	if err != nil {
@@ -58,7 +59,7 @@ func runLateness(ctx context.Context, o *options) (*LatenessResult, error) {
 	}
 	defer infra.stop()
 	brokers, rp, st := infra.brokers, infra.rp, infra.st
-	res := &LatenessResult{Devices: o.latDevices, BackgroundRate: o.latRate, Probes: o.latProbes, SpreadSeconds: o.latSpread.Seconds()}
+	res := &LatenessResult{Devices: o.latDevices, BackgroundRate: rate, Probes: o.latProbes, SpreadSeconds: o.latSpread.Seconds()}
 
 	// The fleet: deadlines 40–100 s out, so none expires during the run;
 	// heartbeats (timeout 120 s) move every one of them later.
@@ -73,7 +74,11 @@ func runLateness(ctx context.Context, o *options) (*LatenessResult, error) {
 	res.LoadSeconds = load.Seconds()
 	status("lateness: loaded in %.1fs", res.LoadSeconds)
 
-	res.Profile = o.profilePath("lateness")
+	name := "lateness"
+	if rate != o.latRate {
+		name = "lateness-sparse"
+	}
+	res.Profile = o.profilePath(name)
 	fl, err := startFlatline(map[string]string{
 		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "log.level": "warn",
 		"shards.initial_count": fmt.Sprint(o.shards), "timeouts.default": "120s",
@@ -114,8 +119,8 @@ func runLateness(ctx context.Context, o *options) (*LatenessResult, error) {
 	}
 	defer cons.Stop()
 
-	status("lateness: background load %d heartbeats/s", o.latRate)
-	prod, err := startRateProducer(brokers, kc.SignalsTopic, ids, o.latRate)
+	status("lateness: background load %d heartbeats/s", rate)
+	prod, err := startRateProducer(brokers, kc.SignalsTopic, ids, rate)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,8 @@
 //     ceiling (variadic ZADD GT pipelined from Go into the same keys); the
 //     same with ingest.coalesce_window.
 //  2. lateness: a large tracked fleet under a background reset load, a
-//     sparse set of deadlines; event arrival − deadline.
+//     sparse set of deadlines; event arrival − deadline. Then the same
+//     under a trickle of resets (quiet partitions).
 //  3. mass expiry: every device due at the same moment; drain rate.
 //  4. memory: Redis bytes per device against a bare ZSET.
 //  5. process cost: flatline's CPU and peak RSS, from scenarios 1 and 3.
@@ -57,6 +58,7 @@ type options struct {
 
 	latDevices int
 	latRate    int
+	latSparse  int
 	latProbes  int
 	latSpread  time.Duration
 
@@ -122,6 +124,7 @@ func run() int {
 	fs.DurationVar(&o.ingestTimeout, "ingest-timeout", 2*time.Minute, "scenario 1: give up on a run after this long")
 	fs.IntVar(&o.latDevices, "lat-devices", issueSizes["lat-devices"], "scenario 2: tracked devices")
 	fs.IntVar(&o.latRate, "lat-rate", issueSizes["lat-rate"], "scenario 2: background heartbeats per second")
+	fs.IntVar(&o.latSparse, "lat-sparse-rate", 8, "scenario 2: background heartbeats per second of a second run with quiet partitions (0: skip it)")
 	fs.IntVar(&o.latProbes, "lat-probes", issueSizes["lat-probes"], "scenario 2: deadlines measured")
 	fs.DurationVar(&o.latSpread, "lat-spread", 10*time.Second, "scenario 2: window the deadlines are spread over")
 	fs.IntVar(&o.massDevices, "mass-devices", issueSizes["mass-devices"], "scenario 3: devices silent at once")
@@ -197,7 +200,13 @@ func run() int {
 	}
 	runOne("memory", func() (err error) { res.Memory, err = runMemory(ctx, o); return })
 	runOne("ingest", func() (err error) { res.Ingest, err = runIngest(ctx, o); return })
-	runOne("lateness", func() (err error) { res.Lateness, err = runLateness(ctx, o); return })
+	runOne("lateness", func() (err error) {
+		if res.Lateness, err = runLateness(ctx, o, o.latRate); err != nil || o.latSparse <= 0 {
+			return err
+		}
+		res.LatenessSparse, err = runLateness(ctx, o, o.latSparse)
+		return
+	})
 	runOne("mass", func() (err error) {
 		if o.massMargin == 0 {
 			rate := 300_000.0 // members/s through Store.Write, when memory did not run
