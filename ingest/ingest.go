@@ -63,6 +63,9 @@ type Ingest struct {
 	opts Options
 	dec  *Decoder
 	dlq  *kafka.Writer
+	// writeRedis writes a prepared batch: (*processor).writeRedis, or a
+	// test's stand-in.
+	writeRedis func(*processor, context.Context) error
 }
 
 // New builds an ingest.
@@ -70,7 +73,7 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	in := &Ingest{cfg: cfg, opts: opts}
+	in := &Ingest{cfg: cfg, opts: opts, writeRedis: (*processor).writeRedis}
 	in.dec = NewDecoder(DecoderConfig{Format: cfg.Format, MaxSkew: cfg.MaxSkew, MaxValueBytes: cfg.MaxValueBytes, Timeouts: opts.Policy.Config()})
 	if opts.Kafka.DeadLetterTopic != "" {
 		tr, err := opts.Kafka.Transport()
@@ -208,11 +211,10 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs, p) })
 	}
 	commits, raises := newLatest(), newLatest()
-	// Two batches in flight: the batcher prepares the next while the writer
-	// has the previous one in Redis; writes, watermarks and commits stay in
-	// order.
-	free := make(chan *processor, 2)
-	for _, p := range newProcessors(in, 2) {
+	// Three batches in flight: the batcher prepares the next while the
+	// writer has two in Redis; watermarks and commits stay in order.
+	free := make(chan *processor, writesInFlight+1)
+	for _, p := range newProcessors(in, writesInFlight+1) {
 		free <- p
 	}
 	prepared := make(chan *processor, 1)
@@ -507,32 +509,94 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 // writer writes prepared batches in order, then moves the written offsets,
 // the watermarks and the commits on.
 func (in *Ingest) writer(ctx context.Context, commits, raises *latest, pos map[int]*position, free chan<- *processor, prepared <-chan *processor) {
+	// Two batches in Redis at once: the next batch's commands go out while
+	// Redis still works through the previous one's, so Redis does not sit
+	// idle while a reply is read and the next request written. Only
+	// batches whose writes commute overlap (see processor.ordered); what
+	// follows a write — offsets, watermarks, commits, dead letters,
+	// recovered events — stays in batch order.
+	queue := make(chan *writing, writesInFlight-1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for w := range queue {
+			<-w.done
+			err := w.err
+			if err == nil {
+				err = w.p.finish(ctx)
+			}
+			if err != nil {
+				// The generation ended mid-batch: nothing is committed,
+				// the partitions' next owner re-reads the batch.
+				in.opts.Log.Debug("batch abandoned", "err", err)
+				return
+			}
+			p := w.p
+			offsets, wms := p.written()
+			for part, off := range offsets {
+				pos[part].written.Store(off)
+				if t := pos[part].reached(off); t > wms[part] {
+					wms[part] = t
+				}
+			}
+			// Watermark and commit follow in the background: the next
+			// batch goes to Redis at once.
+			raises.add(wms)
+			commits.add(offsets)
+			free <- p
+		}
+	}()
+	var last *writing
+	defer func() {
+		close(queue)
+		<-finished
+		if last != nil {
+			<-last.done // no write outlives the generation
+		}
+	}()
 	for {
 		var p *processor
 		select {
 		case p = <-prepared:
 		case <-ctx.Done():
 			return
-		}
-		if err := p.write(ctx); err != nil {
-			// The generation ended mid-batch: nothing is committed, the
-			// partitions' next owner re-reads the batch.
-			in.opts.Log.Debug("batch abandoned", "err", err)
+		case <-finished:
 			return
 		}
-		offsets, wms := p.written()
-		for part, off := range offsets {
-			pos[part].written.Store(off)
-			if t := pos[part].reached(off); t > wms[part] {
-				wms[part] = t
+		w := &writing{p: p, done: make(chan struct{}), ordered: p.ordered()}
+		if last != nil && (w.ordered || last.ordered) {
+			select {
+			case <-last.done:
+			case <-ctx.Done():
+				return
 			}
 		}
-		// Watermark and commit follow in the background: the next batch
-		// goes to Redis at once.
-		raises.add(wms)
-		commits.add(offsets)
-		free <- p
+		// Queued before it starts: a write starts once the one two back
+		// is done, so at most writesInFlight are in Redis.
+		select {
+		case queue <- w:
+		case <-ctx.Done():
+			return
+		case <-finished:
+			return
+		}
+		go func() {
+			defer close(w.done)
+			w.err = in.writeRedis(p, ctx)
+		}()
+		last = w
 	}
+}
+
+// writesInFlight is how many batches the writer has in Redis at once.
+const writesInFlight = 2
+
+// writing is a batch on its way to Redis.
+type writing struct {
+	p       *processor
+	ordered bool
+	done    chan struct{} // closed when the write ended; err says how
+	err     error
 }
 
 // raiseLoop raises the watermarks of written batches in Redis, the newest

@@ -28,7 +28,8 @@ type processor struct {
 	wms     map[int]int64
 	limiter *logging.Limiter // shared by a generation's processors
 	outage  bool
-	co      *coalescer // nil unless ingest.coalesce_window > 0; shared likewise
+	back    []shard.Recovered // found by writeRedis, reported by finish
+	co      *coalescer        // nil unless ingest.coalesce_window > 0; shared likewise
 }
 
 // entry is the newest state of one device within a batch.
@@ -137,16 +138,37 @@ func (p *processor) prepareOne(partition int, msg *kafka.Message) {
 // publishes the recoveries it found. It returns only once everything is
 // acknowledged, or ctx's error.
 func (p *processor) write(ctx context.Context) error {
+	if err := p.writeRedis(ctx); err != nil {
+		return err
+	}
+	return p.finish(ctx)
+}
+
+// ordered reports whether the batch must reach Redis after the batch before
+// it and before the batch after it: its tombstones and override timeouts
+// are not commutative (a ZADD GT is: the later deadline wins whichever
+// write lands first).
+func (p *processor) ordered() bool {
+	for k := range p.entries {
+		if e := &p.entries[k]; e.tomb || e.override > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// writeRedis writes the batch's deadlines, retrying until it is written or
+// ctx ends. The recoveries it found wait in p.back for finish.
+func (p *processor) writeRedis(ctx context.Context) error {
 	in := p.in
 	m := in.opts.Metrics
 	// Route the whole batch by one layout, taken again at every attempt so a
 	// batch retried across a layout change never writes by a stale one.
-	var back []shard.Recovered
 	writes := 0
 	err := p.retry(ctx, "redis", func() error {
 		writes = p.route(in.opts.Layout.Current())
 		var err error
-		back, err = in.opts.Store.Write(ctx, &p.batch)
+		p.back, err = in.opts.Store.Write(ctx, &p.batch)
 		return err
 	})
 	if err != nil {
@@ -156,6 +178,16 @@ func (p *processor) write(ctx context.Context) error {
 		m.RedisWrites.Add(float64(writes))
 		m.RedisBatches.Inc()
 	}
+	return nil
+}
+
+// finish does what follows a batch's write, in batch order: the coalescing
+// memory, the dead-letter topic and the recovered events.
+func (p *processor) finish(ctx context.Context) error {
+	in := p.in
+	m := in.opts.Metrics
+	back := p.back
+	p.back = nil
 	if p.co != nil {
 		for k := range p.entries {
 			e := &p.entries[k]
