@@ -87,9 +87,36 @@ func (c *coalescer) rotate(nowMs int64) {
 // covered reports whether a heartbeat needing deadline (unpadded) with meta
 // and override is already covered by a remembered write.
 func (c *coalescer) covered(id string, deadline int64, meta shard.Meta, override int64) bool {
-	h, check := keysOf(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.coveredLocked(id, deadline, meta, override)
+}
+
+// filter drops from entries (padded scores) the heartbeats already covered,
+// under one lock for the batch: the map lookups, each a likely cache miss,
+// then overlap instead of waiting on a lock's memory barrier one by one.
+// It returns the kept entries (in entries' array) and the heartbeats the
+// dropped ones stood for.
+func (c *coalescer) filter(entries []entry) ([]entry, int) {
+	kept, skipped := entries[:0], 0
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range entries {
+		e := entries[k]
+		if !e.tomb {
+			d, meta := shard.Decode(e.score)
+			if c.coveredLocked(e.id, d-c.window, meta, e.override) {
+				skipped += e.beats
+				continue
+			}
+		}
+		kept = append(kept, e)
+	}
+	return kept, skipped
+}
+
+func (c *coalescer) coveredLocked(id string, deadline int64, meta shard.Meta, override int64) bool {
+	h, check := keysOf(id)
 	r, ok := c.cur[h]
 	if !ok {
 		r, ok = c.prev[h]

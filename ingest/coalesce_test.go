@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/flatline-dev/flatline/shard"
@@ -120,5 +121,38 @@ func TestCoalescerBoundedAndForgets(t *testing.T) {
 	c.rotate(20_000)
 	if len(c.cur)+len(c.prev) != 0 {
 		t.Fatal("entries survive two rotations")
+	}
+}
+
+// filter drops a batch's covered entries (padded scores), keeps the rest
+// in order and counts the heartbeats the dropped ones stood for.
+func TestCoalescerFilter(t *testing.T) {
+	t.Parallel()
+	const window = 1000
+	const t0 = 1_800_000_000_000 // ms, 2027: scores hold deadlines after 2024
+	c := newCoalescer(window, 100)
+	meta := shard.NewMeta(0, shard.FlagPadded)
+	c.record("covered", t0+5000+window, meta, 0)
+	c.record("later", t0+5000+window, meta, 0)
+	c.record("other-meta", t0+5000+window, meta, 0)
+	c.record("tomb", t0+5000+window, meta, 0)
+	padded := func(deadline int64, m shard.Meta) float64 { return shard.Score(deadline+window, m) }
+	in := []entry{
+		{id: "covered", score: padded(t0+4500, meta), beats: 3},
+		{id: "later", score: padded(t0+6001, meta), beats: 1},
+		{id: "other-meta", score: padded(t0+4000, shard.NewMeta(1, shard.FlagPadded)), beats: 1},
+		{id: "tomb", tomb: true, beats: 2},
+		{id: "new", score: padded(t0+100, meta), beats: 1},
+	}
+	kept, skipped := c.filter(in)
+	var ids []string
+	for _, e := range kept {
+		ids = append(ids, e.id)
+	}
+	if got, want := strings.Join(ids, ","), "later,other-meta,tomb,new"; got != want {
+		t.Errorf("kept %s, want %s", got, want)
+	}
+	if skipped != 3 {
+		t.Errorf("skipped %d heartbeats, want the covered entry's 3", skipped)
 	}
 }

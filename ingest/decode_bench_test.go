@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -67,4 +68,26 @@ func BenchmarkDecode(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkCoalescerCovered: the coalescing check of one heartbeat among
+// 200,000 remembered devices, half of them remembered before the last
+// rotation.
+func BenchmarkCoalescerCovered(b *testing.B) {
+	const devices = 200_000
+	c := newCoalescer(10_000, coalesceMaxEntries)
+	ids := make([]string, devices)
+	for k := range ids {
+		ids[k] = fmt.Sprintf("dev-%08d", k)
+		if k == devices/2 {
+			c.rotate(20_000)
+		}
+		c.record(ids[k], 1_000_000, 0, 0)
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		if !c.covered(ids[(n*7919)%devices], 999_000, 0, 0) {
+			b.Fatal("not covered")
+		}
+	}
 }

@@ -39,6 +39,7 @@ type entry struct {
 	score    float64
 	override int64
 	atMs     int64
+	beats    int // the batch's records of the device this entry stands for
 }
 
 // newProcessors returns the n processors of one consumer-group generation:
@@ -86,6 +87,15 @@ func (p *processor) prepare(chunks []chunk) {
 		}
 	}
 	p.in.opts.Metrics.HeartbeatsConsumed.Add(float64(n))
+	if p.co != nil {
+		// Each device's newest state, checked against what is already
+		// written: a covered one needs no write.
+		var skipped int
+		p.entries, skipped = p.co.filter(p.entries)
+		if skipped > 0 {
+			p.in.opts.Metrics.Coalesced.Add(float64(skipped))
+		}
+	}
 }
 
 // prepareOne decodes one record of partition into the batch.
@@ -123,12 +133,8 @@ func (p *processor) prepareOne(partition int, msg *kafka.Message) {
 	}
 	deadline := hb.AtMs + hb.Timeout.Milliseconds()
 	if p.co != nil {
+		// Padded by the window; prepare drops it if already covered.
 		flags |= shard.FlagPadded
-		meta := shard.NewMeta(classID, flags)
-		if p.co.covered(hb.DeviceID, deadline, meta, override) {
-			m.Coalesced.Inc()
-			return
-		}
 		deadline += p.co.window
 	}
 	p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
@@ -206,6 +212,11 @@ func (p *processor) finish(ctx context.Context) error {
 		m.DeadLettered.Add(float64(len(p.dead)))
 	}
 	if len(back) > 0 && in.opts.Recovery != nil {
+		// Coalescing may have dropped entries: index them afresh.
+		clear(p.latest)
+		for k := range p.entries {
+			p.latest[p.entries[k].id] = k
+		}
 		rs := make([]dispatch.Recovery, 0, len(back))
 		for _, r := range back {
 			down, meta := shard.Decode(r.DownScore)
@@ -253,6 +264,7 @@ func (p *processor) route(l shard.Layout) int {
 // put keeps the newest state of a device: a later tombstone deregisters, a
 // later heartbeat re-registers, and among heartbeats the latest deadline wins.
 func (p *processor) put(e entry) {
+	e.beats = 1
 	k, ok := p.latest[e.id]
 	if !ok {
 		p.latest[e.id] = len(p.entries)
@@ -260,8 +272,11 @@ func (p *processor) put(e entry) {
 		return
 	}
 	cur := &p.entries[k]
+	e.beats += cur.beats
 	if e.tomb || cur.tomb || e.score > cur.score {
 		*cur = e
+	} else {
+		cur.beats = e.beats
 	}
 }
 
