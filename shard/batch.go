@@ -14,6 +14,10 @@ type shardBatch struct {
 	// filled by Store.Write, then score, member pairs.
 	zadd []any
 	n    int
+	// scores and ids hold the pairs' values; zadd points into them, so no
+	// value is boxed (an int64 or a string in an interface allocates).
+	scores []int64
+	ids    []string
 	// hset is the HSET of the override timeouts: hsetHead slots, then
 	// member, ms pairs.
 	hset    []any
@@ -34,6 +38,8 @@ func (b *Batch) Reset(n int) {
 		sb.used = false
 		clear(sb.zadd)
 		sb.zadd, sb.n = sb.zadd[:0], 0
+		clear(sb.ids)
+		sb.scores, sb.ids = sb.scores[:0], sb.ids[:0]
 		clear(sb.hset)
 		sb.hset = sb.hset[:0]
 		clear(sb.forgets)
@@ -64,7 +70,11 @@ func (b *Batch) Add(i int, id string, score float64, overrideMs int64) {
 	sb := b.shard(i)
 	// Scores are whole numbers (see Score): sent as integers, which go-redis
 	// formats several times faster than floats, and Redis reads the same.
-	sb.zadd = append(sb.zadd, int64(score), id)
+	// A pointer to an element stays right if the slice grows later: it
+	// points into the old array, which holds the same value.
+	sb.scores = append(sb.scores, int64(score))
+	sb.ids = append(sb.ids, id)
+	sb.zadd = append(sb.zadd, &sb.scores[sb.n], &sb.ids[sb.n])
 	sb.n++
 	if overrideMs > 0 {
 		if len(sb.hset) == 0 {

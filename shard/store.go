@@ -272,8 +272,8 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck) ([]Rec
 			default:
 				continue // not down
 			}
-			score := float64(sb.zadd[zaddHead+2*k].(int64))
-			id := sb.zadd[zaddHead+2*k+1].(string)
+			score := float64(sb.scores[k])
+			id := sb.ids[k]
 			if score > down {
 				f.back = append(f.back, id, down)
 			} else {
