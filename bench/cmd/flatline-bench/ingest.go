@@ -207,7 +207,7 @@ func ingestOnce(ctx context.Context, o *options, brokers []string, rp *redisProc
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(25 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond): // the end is seen within 10 ms
 		}
 	}
 	done := time.Now()
