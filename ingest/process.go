@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -26,8 +27,8 @@ type processor struct {
 	dead    []kafka.Message
 	offsets map[int]int64
 	wms     map[int]int64
-	limiter *logging.Limiter // shared by a generation's processors
-	outage  bool
+	limiter *logging.Limiter  // shared by a generation's processors
+	outage  *atomic.Bool      // shared likewise: an outage is logged once, not per processor
 	back    []shard.Recovered // found by writeRedis, reported by finish
 	co      *coalescer        // nil unless ingest.coalesce_window > 0; shared likewise
 }
@@ -43,16 +44,18 @@ type entry struct {
 }
 
 // newProcessors returns the n processors of one consumer-group generation:
-// they share its coalescing memory and its invalid-message log limiter.
+// they share its coalescing memory, its invalid-message log limiter and its
+// outage state.
 func newProcessors(in *Ingest, n int) []*processor {
 	var co *coalescer
 	if w := in.cfg.CoalesceWindow.Milliseconds(); w > 0 {
 		co = newCoalescer(w, coalesceMaxEntries)
 	}
 	limiter := &logging.Limiter{Every: time.Second}
+	outage := &atomic.Bool{}
 	ps := make([]*processor, n)
 	for k := range ps {
-		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), co: co, limiter: limiter}
+		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), co: co, limiter: limiter, outage: outage}
 	}
 	return ps
 }
@@ -323,8 +326,7 @@ func (p *processor) retry(ctx context.Context, what string, fn func() error) err
 	for {
 		err := fn()
 		if err == nil {
-			if p.outage {
-				p.outage = false
+			if p.outage.CompareAndSwap(true, false) {
 				p.in.opts.Log.Info("ingest resumed", "target", what)
 			}
 			return nil
@@ -333,8 +335,7 @@ func (p *processor) retry(ctx context.Context, what string, fn func() error) err
 			return ctx.Err()
 		}
 		p.in.opts.Metrics.IngestErrors.Inc()
-		if !p.outage {
-			p.outage = true
+		if p.outage.CompareAndSwap(false, true) {
 			p.in.opts.Log.Warn("ingest paused: write failed, retrying without committing", "target", what, "err", err)
 		}
 		select {
