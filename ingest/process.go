@@ -258,7 +258,11 @@ func (p *processor) route(l shard.Layout) int {
 			}
 			continue
 		}
-		b.Add(i, e.id, e.score, e.override)
+		if prev, moved := l.PreviousOf(h); moved {
+			b.AddMoved(i, prev, e.id, e.score, e.override)
+		} else {
+			b.Add(i, e.id, e.score, e.override)
+		}
 		writes++
 	}
 	return writes

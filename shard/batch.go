@@ -18,6 +18,9 @@ type shardBatch struct {
 	// value is boxed (an int64 or a string in an interface allocates).
 	scores []int64
 	ids    []string
+	// moved lists, while the layout migrates, the pairs whose device had
+	// another shard under the previous count (by AddMoved).
+	moved []movedPair
 	// hset is the HSET of the override timeouts: hsetHead slots, then
 	// member, ms pairs.
 	hset    []any
@@ -40,6 +43,7 @@ func (b *Batch) Reset(n int) {
 		sb.zadd, sb.n = sb.zadd[:0], 0
 		clear(sb.ids)
 		sb.scores, sb.ids = sb.scores[:0], sb.ids[:0]
+		sb.moved = sb.moved[:0]
 		clear(sb.hset)
 		sb.hset = sb.hset[:0]
 		clear(sb.forgets)
@@ -82,6 +86,22 @@ func (b *Batch) Add(i int, id string, score float64, overrideMs int64) {
 		}
 		sb.hset = append(sb.hset, id, overrideMs)
 	}
+}
+
+// movedPair is a pair of a shard batch (its index k) whose device was in
+// shard prev under the layout's previous count.
+type movedPair struct {
+	prev, k int
+}
+
+// AddMoved is Add for a device whose shard under the migrating layout's
+// previous count, prev, is not i: if it timed out there, its down entry is
+// in prev's down set, and Store.Write looks for it there too (a device back
+// after its timeout, or a replay of it, mid-migration).
+func (b *Batch) AddMoved(i, prev int, id string, score float64, overrideMs int64) {
+	b.Add(i, id, score, overrideMs)
+	sb := &b.shards[i]
+	sb.moved = append(sb.moved, movedPair{prev: prev, k: sb.n - 1})
 }
 
 // Forget records a deregistration of device id in shard i.

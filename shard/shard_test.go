@@ -295,3 +295,72 @@ func storeWithTies(t *testing.T, n, scores int) *shard.Store {
 	}
 	return st
 }
+
+// While the layout migrates, a device that timed out in its shard under the
+// previous count and beats again in its new shard is a recovery, once; a
+// replay of it there is removed again. (Its down entry is in the other
+// shard's down set: AddMoved looks there too.)
+func TestRecoveryAcrossAMigration(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := context.Background()
+	l := shard.Layout{Count: 32, Previous: 16}
+	var ids []string
+	for k := 0; len(ids) < 2; k++ {
+		id := fmt.Sprintf("moving-%d", k)
+		if _, moved := l.PreviousOf(shard.Hash(id)); moved {
+			ids = append(ids, id)
+		}
+	}
+	back, replay := ids[0], ids[1]
+	old := shard.Score(shard.Epoch+5000, 0)
+	var b shard.Batch
+	b.Reset(32)
+	for _, id := range ids {
+		b.Add(shard.Of(shard.Hash(id), 16), id, old, 0)
+	}
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		prev := shard.Of(shard.Hash(id), 16)
+		if n, _, err := st.Fired(ctx, prev, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
+			t.Fatalf("fire %s in shard %d: %d, %v", id, prev, n, err)
+		}
+	}
+
+	write := func(id string, score float64) []shard.Recovered {
+		t.Helper()
+		h := shard.Hash(id)
+		prev, _ := l.PreviousOf(h)
+		b.Reset(32)
+		b.AddMoved(l.ShardOf(h), prev, id, score, 0)
+		got, err := st.Write(ctx, &b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	newer := shard.Score(shard.Epoch+20000, 0)
+	got := write(back, newer)
+	prev := shard.Of(shard.Hash(back), 16)
+	if len(got) != 1 || got[0] != (shard.Recovered{Shard: prev, ID: back, DownScore: old}) {
+		t.Fatalf("recovery = %+v, want %s down in shard %d since %v", got, back, prev, old)
+	}
+	if _, ok, _ := st.DownScore(ctx, prev, back); ok {
+		t.Errorf("%s still down in shard %d after its recovery", back, prev)
+	}
+	if again := write(back, newer); len(again) != 0 {
+		t.Errorf("second recovery reported: %+v", again)
+	}
+	if s, ok, _ := st.Score(ctx, l.ShardOf(shard.Hash(back)), back); !ok || s != newer {
+		t.Errorf("%s not tracked in its new shard: %v %v", back, s, ok)
+	}
+
+	if got := write(replay, shard.Score(shard.Epoch+4000, 0)); len(got) != 0 {
+		t.Errorf("replay reported as recovery: %+v", got)
+	}
+	if _, ok, _ := st.Score(ctx, l.ShardOf(shard.Hash(replay)), replay); ok {
+		t.Errorf("a replay of %s, which timed out in its previous shard, is tracked in its new one", replay)
+	}
+}

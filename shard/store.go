@@ -152,7 +152,7 @@ type Member struct {
 // Recovered is a device that was down and whose reset moved it past the
 // timeout it had fired.
 type Recovered struct {
-	Shard     int
+	Shard     int // whose down set remembered it
 	ID        string
 	DownScore float64
 }
@@ -183,6 +183,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
 		check  *redis.Cmd
 	}
 	var probes []probe
+	var cross []downCheck
 	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, i := range b.touched {
 			sb := &b.shards[i]
@@ -198,6 +199,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
 					pr.check = p.Do(ctx, sb.checkArgs(s.keys.Down(i))...)
 				}
 				probes = append(probes, pr)
+				cross = append(cross, s.crossChecks(ctx, p, i, sb)...)
 			}
 			if len(sb.forgets) > 0 {
 				scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.forgets...)
@@ -230,19 +232,46 @@ func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
 			return nil, fmt.Errorf("read down sets: %w", err)
 		}
 	}
-	checks := make([]downCheck, 0, len(probes))
+	checks := make([]downCheck, 0, len(probes)+len(cross))
 	for _, pr := range probes {
 		if pr.check != nil {
-			checks = append(checks, downCheck{shard: pr.shard, cmd: pr.check})
+			checks = append(checks, downCheck{shard: pr.shard, downShard: pr.shard, cmd: pr.check})
 		}
 	}
-	return s.settle(ctx, b, checks)
+	return s.settle(ctx, b, append(checks, cross...))
 }
 
-// downCheck is one shard's ZMSCORE of a batch's members in its down set.
+// downCheck is a ZMSCORE of members a batch wrote to shard in the down set
+// of downShard: their own shard's, or while the layout migrates the one of
+// the shard they had under the previous count.
 type downCheck struct {
-	shard int
-	cmd   *redis.Cmd
+	shard, downShard int
+	refs             []int // the members' positions in the shard batch; nil: all, in order
+	cmd              *redis.Cmd
+}
+
+// crossChecks queues, for the pairs of sb whose device had another shard
+// under the migrating layout's previous count, a ZMSCORE of the down set of
+// that shard: a device that timed out there and is back now, or a replay of
+// it, is found although its down entry is not in shard i.
+func (s *Store) crossChecks(ctx context.Context, p redis.Pipeliner, i int, sb *shardBatch) []downCheck {
+	if len(sb.moved) == 0 {
+		return nil
+	}
+	byPrev := make(map[int][]int)
+	for _, m := range sb.moved {
+		byPrev[m.prev] = append(byPrev[m.prev], m.k)
+	}
+	out := make([]downCheck, 0, len(byPrev))
+	for prev, refs := range byPrev {
+		args := make([]any, 0, 2+len(refs))
+		args = append(args, "zmscore", s.keys.Down(prev))
+		for _, k := range refs {
+			args = append(args, sb.ids[k])
+		}
+		out = append(out, downCheck{shard: i, downShard: prev, refs: refs, cmd: p.Do(ctx, args...)})
+	}
+	return out
 }
 
 // settle handles what the down-set checks of a written batch found: devices
@@ -250,19 +279,23 @@ type downCheck struct {
 // removed from the deadlines again.
 func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck) ([]Recovered, error) {
 	type found struct {
-		shard   int
-		back    []any // member, down score pairs
-		replays []Member
+		shard, downShard int
+		back             []any // member, down score pairs
+		replays          []Member
 	}
 	var all []found
 	for _, c := range checks {
 		vals, err := c.cmd.Slice()
 		if err != nil {
-			return nil, fmt.Errorf("read down set of shard %d: %w", c.shard, err)
+			return nil, fmt.Errorf("read down set of shard %d: %w", c.downShard, err)
 		}
 		sb := &b.shards[c.shard]
-		f := found{shard: c.shard}
-		for k, v := range vals {
+		f := found{shard: c.shard, downShard: c.downShard}
+		for j, v := range vals {
+			k := j
+			if c.refs != nil {
+				k = c.refs[j]
+			}
 			var down float64
 			switch v := v.(type) {
 			case float64: // RESP3
@@ -291,7 +324,7 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck) ([]Rec
 	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, f := range all {
 			if len(f.back) > 0 {
-				cleared[k] = scriptDownClr.EvalSha(ctx, p, []string{s.keys.Down(f.shard)}, f.back...)
+				cleared[k] = scriptDownClr.EvalSha(ctx, p, []string{s.keys.Down(f.downShard)}, f.back...)
 			}
 			if len(f.replays) > 0 {
 				args := make([]any, 0, 2*len(f.replays))
@@ -316,7 +349,7 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck) ([]Rec
 			id, _ := vals[j].(string)
 			ds, _ := vals[j+1].(string)
 			score, _ := strconv.ParseFloat(ds, 64)
-			back = append(back, Recovered{Shard: f.shard, ID: id, DownScore: score})
+			back = append(back, Recovered{Shard: f.downShard, ID: id, DownScore: score})
 		}
 	}
 	return back, nil
