@@ -512,9 +512,11 @@ func (in *Ingest) writer(ctx context.Context, commits, raises *latest, pos map[i
 	// Two batches in Redis at once: the next batch's commands go out while
 	// Redis still works through the previous one's, so Redis does not sit
 	// idle while a reply is read and the next request written. Only
-	// batches whose writes commute overlap (see processor.ordered); what
-	// follows a write — offsets, watermarks, commits, dead letters,
-	// recovered events — stays in batch order.
+	// batches whose writes commute overlap (see processor.ordered), and
+	// what a batch's look at the down sets found is settled after the
+	// batch before it is done (shard.Store.WriteAfter); what follows a
+	// write — offsets, watermarks, commits, dead letters, recovered
+	// events — stays in batch order.
 	queue := make(chan *writing, writesInFlight-1)
 	finished := make(chan struct{})
 	go func() {
@@ -579,6 +581,10 @@ func (in *Ingest) writer(ctx context.Context, commits, raises *latest, pos map[i
 			return
 		case <-finished:
 			return
+		}
+		p.settleAfter = nil
+		if last != nil {
+			p.settleAfter = last.done
 		}
 		go func() {
 			defer close(w.done)

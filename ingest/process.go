@@ -30,7 +30,11 @@ type processor struct {
 	limiter *logging.Limiter  // shared by a generation's processors
 	outage  *atomic.Bool      // shared likewise: an outage is logged once, not per processor
 	back    []shard.Recovered // found by writeRedis, reported by finish
-	co      *coalescer        // nil unless ingest.coalesce_window > 0; shared likewise
+	// settleAfter, when the batch is written side by side with the one
+	// before it, is closed once that one is done: recoveries and replays
+	// are settled in batch order.
+	settleAfter <-chan struct{}
+	co          *coalescer // nil unless ingest.coalesce_window > 0; shared likewise
 }
 
 // entry is the newest state of one device within a batch.
@@ -177,7 +181,7 @@ func (p *processor) writeRedis(ctx context.Context) error {
 	err := p.retry(ctx, "redis", func() error {
 		writes = p.route(in.opts.Layout.Current())
 		var err error
-		p.back, err = in.opts.Store.Write(ctx, &p.batch)
+		p.back, err = in.opts.Store.WriteAfter(ctx, &p.batch, p.settleAfter)
 		return err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package shard_test
 import (
 	"context"
 	"fmt"
+	"time"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -362,5 +363,69 @@ func TestRecoveryAcrossAMigration(t *testing.T) {
 	}
 	if _, ok, _ := st.Score(ctx, l.ShardOf(shard.Hash(replay)), replay); ok {
 		t.Errorf("a replay of %s, which timed out in its previous shard, is tracked in its new one", replay)
+	}
+}
+
+// Two batches written side by side settle in their order: the later one,
+// although its writes went first, waits to settle what its look at the
+// down set found until the earlier one is done — so a device back after its
+// timeout is the earlier batch's recovery, as if written one after the other.
+func TestWriteAfterSettlesInBatchOrder(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := context.Background()
+	old := shard.Score(shard.Epoch+5000, 0)
+	var first, second shard.Batch
+	first.Reset(1)
+	first.Add(0, "d", old, 0)
+	if _, err := st.Write(ctx, &first); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := st.Fired(ctx, 0, []shard.Member{{ID: "d", Score: old}}, 0); err != nil || n != 1 {
+		t.Fatalf("fire d: %d, %v", n, err)
+	}
+	first.Reset(1)
+	first.Add(0, "d", shard.Score(shard.Epoch+20000, 0), 0)
+	second.Reset(1)
+	second.Add(0, "d", shard.Score(shard.Epoch+21000, 0), 0)
+
+	firstDone := make(chan struct{})
+	type result struct {
+		back []shard.Recovered
+		err  error
+	}
+	secondRes := make(chan result, 1)
+	go func() {
+		back, err := st.WriteAfter(ctx, &second, firstDone)
+		secondRes <- result{back, err}
+	}()
+	// The second batch's round trip has read d as down (the down set
+	// holds d until a settle clears it); it may not settle before the first.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, ok, err := st.Score(ctx, 0, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && s == shard.Score(shard.Epoch+21000, 0) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second batch never wrote")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case r := <-secondRes:
+		t.Fatalf("the second batch finished before the first: %+v, %v", r.back, r.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	back, err := st.Write(ctx, &first)
+	close(firstDone)
+	if err != nil || len(back) != 1 || back[0].ID != "d" {
+		t.Fatalf("first batch: recovery %+v, %v; want d's", back, err)
+	}
+	if r := <-secondRes; r.err != nil || len(r.back) != 0 {
+		t.Fatalf("second batch: recovery %+v, %v; want none (the first had it)", r.back, r.err)
 	}
 }

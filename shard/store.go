@@ -174,6 +174,16 @@ type Recovered struct {
 // EXISTS, followed by the ZMSCORE only if the set turned up meanwhile: a
 // fleet without silent devices pays for neither.
 func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
+	return s.WriteAfter(ctx, b, nil)
+}
+
+// WriteAfter is Write for a batch written side by side with the one before
+// it: its writes may reach Redis first (a ZADD GT commutes), but what its
+// look at the down sets found is settled only once after is closed (the
+// other batch is done), so recoveries and replays are settled in batch
+// order, as if the batches had been written one after the other. A nil
+// after does not wait.
+func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{}) ([]Recovered, error) {
 	if b.Empty() {
 		return nil, nil
 	}
@@ -238,7 +248,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
 			checks = append(checks, downCheck{shard: pr.shard, downShard: pr.shard, cmd: pr.check})
 		}
 	}
-	return s.settle(ctx, b, append(checks, cross...))
+	return s.settle(ctx, b, append(checks, cross...), after)
 }
 
 // downCheck is a ZMSCORE of members a batch wrote to shard in the down set
@@ -277,7 +287,7 @@ func (s *Store) crossChecks(ctx context.Context, p redis.Pipeliner, i int, sb *s
 // settle handles what the down-set checks of a written batch found: devices
 // back after their timeout leave the down set and are reported; replays are
 // removed from the deadlines again.
-func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck) ([]Recovered, error) {
+func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after <-chan struct{}) ([]Recovered, error) {
 	type found struct {
 		shard, downShard int
 		back             []any // member, down score pairs
@@ -319,6 +329,13 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck) ([]Rec
 	}
 	if len(all) == 0 {
 		return nil, nil
+	}
+	if after != nil {
+		select {
+		case <-after:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	cleared := make([]*redis.Cmd, len(all))
 	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
