@@ -27,7 +27,13 @@ import (
 //     (one coalescer per generation), so after partitions move nothing is
 //     skipped on the strength of writes another owner may have undone
 //     (a tombstone it processed, for example).
-//   - A tombstone processed here forgets the device.
+//   - A tombstone processed here forgets the device, and from the moment its
+//     batch is prepared until it is written the device is pending: nothing
+//     about it is covered, and a record of an earlier batch finishing
+//     meanwhile is not kept — otherwise a heartbeat after the tombstone
+//     could be skipped on the strength of a deadline the tombstone deletes.
+//     A heartbeat re-registering a device after a tombstone of its own
+//     batch is pending likewise.
 //   - A layout change does not matter: a skipped write leaves the device in
 //     the shard it was written to, which the two-shard rule of a migration
 //     and its sweep handle like any other copy.
@@ -42,6 +48,9 @@ type coalescer struct {
 	maxEntries int
 	cur, prev  map[uint64]remembered
 	rotatedAt  int64
+	// pending counts, per id hash, the prepared batches not yet written
+	// whose tombstone (or re-registration) will undo what is remembered.
+	pending map[uint64]int
 }
 
 // remembered is one written deadline: the padded score's parts, the
@@ -57,7 +66,7 @@ type remembered struct {
 const coalesceMaxEntries = 1 << 20
 
 func newCoalescer(windowMs int64, maxEntries int) *coalescer {
-	return &coalescer{window: windowMs, maxEntries: maxEntries,
+	return &coalescer{window: windowMs, maxEntries: maxEntries, pending: make(map[uint64]int),
 		cur: make(map[uint64]remembered), prev: make(map[uint64]remembered)}
 }
 
@@ -102,8 +111,14 @@ func (c *coalescer) filter(entries []entry) ([]entry, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range entries {
+		if e := &entries[k]; e.tomb || e.reregister {
+			h, _ := keysOf(e.id)
+			c.pending[h]++
+		}
+	}
+	for k := range entries {
 		e := entries[k]
-		if !e.tomb {
+		if !e.tomb && !e.reregister { // a reregistration replaces what is remembered
 			d, meta := shard.Decode(e.score)
 			if c.coveredLocked(e.id, d-c.window, meta, e.override) {
 				skipped += e.beats
@@ -117,6 +132,9 @@ func (c *coalescer) filter(entries []entry) ([]entry, int) {
 
 func (c *coalescer) coveredLocked(id string, deadline int64, meta shard.Meta, override int64) bool {
 	h, check := keysOf(id)
+	if c.pending[h] > 0 {
+		return false
+	}
 	r, ok := c.cur[h]
 	if !ok {
 		r, ok = c.prev[h]
@@ -129,6 +147,9 @@ func (c *coalescer) record(id string, deadline int64, meta shard.Meta, override 
 	h, check := keysOf(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.pending[h] > 0 {
+		return // a tombstone prepared after this write will undo it
+	}
 	if _, ok := c.cur[h]; !ok && len(c.cur) >= c.maxEntries {
 		return
 	}
@@ -142,4 +163,19 @@ func (c *coalescer) forget(id string) {
 	defer c.mu.Unlock()
 	delete(c.cur, h)
 	delete(c.prev, h)
+}
+
+// undone is forget once the batch whose tombstone (or re-registration)
+// made the device pending is written: the device is pending one batch less.
+func (c *coalescer) undone(id string) {
+	h, _ := keysOf(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.cur, h)
+	delete(c.prev, h)
+	if c.pending[h] <= 1 {
+		delete(c.pending, h)
+	} else {
+		c.pending[h]--
+	}
 }

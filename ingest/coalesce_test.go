@@ -156,3 +156,32 @@ func TestCoalescerFilter(t *testing.T) {
 		t.Errorf("skipped %d heartbeats, want the covered entry's 3", skipped)
 	}
 }
+
+// From the moment a batch with a device's tombstone is prepared until it is
+// written, nothing about the device is covered, and an earlier batch's
+// record finishing meanwhile is not kept: a heartbeat after the tombstone
+// is never skipped on the strength of a deadline the tombstone deletes.
+func TestCoalescerPendingTombstone(t *testing.T) {
+	t.Parallel()
+	const window = 1000
+	const t0 = 1_800_000_000_000
+	c := newCoalescer(window, 100)
+	meta := shard.NewMeta(0, shard.FlagPadded)
+	c.record("d", t0+90_000, meta, 0) // written long ago, a late deadline
+	if kept, _ := c.filter([]entry{{id: "d", tomb: true, beats: 1}}); len(kept) != 1 {
+		t.Fatal("a tombstone was filtered")
+	}
+	c.record("d", t0+90_000, meta, 0) // an earlier batch finishing now
+	hb := entry{id: "d", score: shard.Score(t0+5000+window, meta), beats: 1}
+	if kept, skipped := c.filter([]entry{hb}); len(kept) != 1 || skipped != 0 {
+		t.Fatal("a heartbeat after a pending tombstone was skipped as covered")
+	}
+	c.undone("d") // the tombstone's batch is written
+	if kept, _ := c.filter([]entry{hb}); len(kept) != 1 {
+		t.Fatal("covered by a deadline the tombstone deleted")
+	}
+	c.record("d", t0+5000+window, meta, 0)
+	if kept, _ := c.filter([]entry{hb}); len(kept) != 0 {
+		t.Fatal("not covered by its own write once nothing is pending")
+	}
+}

@@ -45,6 +45,9 @@ type entry struct {
 	override int64
 	atMs     int64
 	beats    int // the batch's records of the device this entry stands for
+	// reregister: a heartbeat after a tombstone of the same batch; the
+	// device's old state goes before the new deadline is written.
+	reregister bool
 }
 
 // newProcessors returns the n processors of one consumer-group generation:
@@ -163,7 +166,7 @@ func (p *processor) write(ctx context.Context) error {
 // write lands first).
 func (p *processor) ordered() bool {
 	for k := range p.entries {
-		if e := &p.entries[k]; e.tomb || e.override > 0 {
+		if e := &p.entries[k]; e.tomb || e.reregister || e.override > 0 {
 			return true
 		}
 	}
@@ -205,8 +208,11 @@ func (p *processor) finish(ctx context.Context) error {
 		for k := range p.entries {
 			e := &p.entries[k]
 			if e.tomb {
-				p.co.forget(e.id)
+				p.co.undone(e.id)
 				continue
+			}
+			if e.reregister {
+				p.co.undone(e.id) // the old, maybe later, deadline is gone
 			}
 			d, meta := shard.Decode(e.score)
 			p.co.record(e.id, d, meta, e.override)
@@ -262,9 +268,16 @@ func (p *processor) route(l shard.Layout) int {
 			}
 			continue
 		}
-		if prev, moved := l.PreviousOf(h); moved {
+		prev, moved := l.PreviousOf(h)
+		switch {
+		case e.reregister:
+			b.Reregister(i, e.id, e.score, e.override)
+			if moved {
+				b.Forget(prev, e.id)
+			}
+		case moved:
 			b.AddMoved(i, prev, e.id, e.score, e.override)
-		} else {
+		default:
 			b.Add(i, e.id, e.score, e.override)
 		}
 		writes++
@@ -284,9 +297,16 @@ func (p *processor) put(e entry) {
 	}
 	cur := &p.entries[k]
 	e.beats += cur.beats
-	if e.tomb || cur.tomb || e.score > cur.score {
+	switch {
+	case e.tomb:
 		*cur = e
-	} else {
+	case cur.tomb:
+		e.reregister = true
+		*cur = e
+	case e.score > cur.score:
+		e.reregister = cur.reregister
+		*cur = e
+	default:
 		cur.beats = e.beats
 	}
 }

@@ -25,6 +25,9 @@ type shardBatch struct {
 	// member, ms pairs.
 	hset    []any
 	forgets []any
+	// reforgets are devices deregistered earlier in the batch and beating
+	// again after: forgotten before the ZADD, not after it.
+	reforgets []any
 	// check is Store.Write's ZMSCORE of the members in the down set.
 	check []any
 }
@@ -48,6 +51,8 @@ func (b *Batch) Reset(n int) {
 		sb.hset = sb.hset[:0]
 		clear(sb.forgets)
 		sb.forgets = sb.forgets[:0]
+		clear(sb.reforgets)
+		sb.reforgets = sb.reforgets[:0]
 		clear(sb.check)
 		sb.check = sb.check[:0]
 	}
@@ -102,6 +107,15 @@ func (b *Batch) AddMoved(i, prev int, id string, score float64, overrideMs int64
 	b.Add(i, id, score, overrideMs)
 	sb := &b.shards[i]
 	sb.moved = append(sb.moved, movedPair{prev: prev, k: sb.n - 1})
+}
+
+// Reregister is Add for a device deregistered earlier in the same batch: its
+// old state (deadline, override, down entry) is removed before the new
+// deadline is written, so the new one holds even when earlier than the old.
+func (b *Batch) Reregister(i int, id string, score float64, overrideMs int64) {
+	sb := b.shard(i)
+	sb.reforgets = append(sb.reforgets, id)
+	b.Add(i, id, score, overrideMs)
 }
 
 // Forget records a deregistration of device id in shard i.

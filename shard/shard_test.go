@@ -3,11 +3,11 @@ package shard_test
 import (
 	"context"
 	"fmt"
-	"time"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"testing/quick"
+	"time"
 
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
@@ -427,5 +427,48 @@ func TestWriteAfterSettlesInBatchOrder(t *testing.T) {
 	}
 	if r := <-secondRes; r.err != nil || len(r.back) != 0 {
 		t.Fatalf("second batch: recovery %+v, %v; want none (the first had it)", r.back, r.err)
+	}
+}
+
+// A device deregistered and registered again within one batch ends with the
+// new deadline, even an earlier one, and without its old override timeout
+// or down entry: the old state is forgotten before the ZADD GT.
+func TestReregisterReplacesEarlierState(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := context.Background()
+	late := shard.Score(shard.Epoch+86_400_000, shard.NewMeta(0, shard.FlagOverride))
+	var b shard.Batch
+	b.Reset(1)
+	b.Add(0, "d", late, 86_400_000)
+	b.Add(0, "gone", shard.Score(shard.Epoch+1000, 0), 0)
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := st.Fired(ctx, 0, []shard.Member{{ID: "gone", Score: shard.Score(shard.Epoch+1000, 0)}}, 0); err != nil || n != 1 {
+		t.Fatalf("fire gone: %d, %v", n, err)
+	}
+	soon := shard.Score(shard.Epoch+60_000, 0)
+	b.Reset(1)
+	b.Reregister(0, "d", soon, 0)
+	b.Reregister(0, "gone", shard.Score(shard.Epoch+500, 0), 0)
+	back, err := st.Write(ctx, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != 0 {
+		t.Errorf("a reregistration reported as recovery: %+v", back)
+	}
+	if s, ok, _ := st.Score(ctx, 0, "d"); !ok || s != soon {
+		t.Errorf("d's deadline %v (%v), want the new, earlier %v", s, ok, soon)
+	}
+	if o, _ := st.Overrides(ctx, 0, []string{"d"}); len(o) != 0 {
+		t.Errorf("d's old override timeout kept: %v", o)
+	}
+	if _, ok, _ := st.DownScore(ctx, 0, "gone"); ok {
+		t.Error("a reregistered device is still remembered as down")
+	}
+	if _, ok, _ := st.Score(ctx, 0, "gone"); !ok {
+		t.Error("a reregistered device, though older than its timeout, is not tracked")
 	}
 }

@@ -197,6 +197,9 @@ func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{})
 	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, i := range b.touched {
 			sb := &b.shards[i]
+			if len(sb.reforgets) > 0 {
+				scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.reforgets...)
+			}
 			if sb.n > 0 {
 				sb.zadd[0], sb.zadd[1], sb.zadd[2] = "zadd", s.keys.Deadlines(i), "gt"
 				p.Do(ctx, sb.zadd...)
