@@ -127,6 +127,7 @@ func (c *coalescer) filter(entries []entry) ([]entry, int) {
 		}
 		kept = append(kept, e)
 	}
+	clear(entries[len(kept):]) // the dropped ones' ids are not held on to
 	return kept, skipped
 }
 
