@@ -169,11 +169,10 @@ func (c *coalescer) forget(id string) {
 // undone is forget once the batch whose tombstone (or re-registration)
 // made the device pending is written: the device is pending one batch less.
 func (c *coalescer) undone(id string) {
+	c.forget(id)
 	h, _ := keysOf(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.cur, h)
-	delete(c.prev, h)
 	if c.pending[h] <= 1 {
 		delete(c.pending, h)
 	} else {

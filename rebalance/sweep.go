@@ -201,18 +201,9 @@ func (s *Sweeper) allRouteBy(ctx context.Context, l shard.Layout) bool {
 // removes them from `from` if unchanged; a member reset meanwhile in `from`
 // stays for the next pass.
 func (s *Sweeper) move(ctx context.Context, from, to int, ms []shard.Member) (int, error) {
-	var flagged []string
-	for _, m := range ms {
-		if _, meta := shard.Decode(m.Score); meta.Has(shard.FlagOverride) {
-			flagged = append(flagged, m.ID)
-		}
-	}
-	var overrides map[string]int64
-	if len(flagged) > 0 {
-		var err error
-		if overrides, err = s.store.Overrides(ctx, from, flagged); err != nil {
-			return 0, err
-		}
+	overrides, err := s.store.OverridesOf(ctx, from, ms)
+	if err != nil {
+		return 0, err
 	}
 	if err := s.store.MoveIn(ctx, to, ms, overrides); err != nil {
 		return 0, err

@@ -502,19 +502,10 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 			s.opts.Metrics.ScanErrors.Inc()
 			return // stays in the shard; the next pass retries
 		}
-		var overrides map[string]int64
-		var ids []string
-		for _, m := range fire {
-			if _, meta := shard.Decode(m.Score); meta.Has(shard.FlagOverride) {
-				ids = append(ids, m.ID)
-			}
-		}
-		if len(ids) > 0 {
-			var err error
-			if overrides, err = s.opts.Store.Overrides(ctx, sc.id, ids); err != nil {
-				s.opts.Metrics.ScanErrors.Inc()
-				return // stays in the shard; the next pass retries
-			}
+		overrides, err := s.opts.Store.OverridesOf(ctx, sc.id, fire)
+		if err != nil {
+			s.opts.Metrics.ScanErrors.Inc()
+			return // stays in the shard; the next pass retries
 		}
 		if len(fire) == 0 {
 			return
@@ -563,18 +554,13 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 // published timeout: they beat again after their deadline, before any down
 // entry existed for ingest to find.
 func (sc *shardScanner) reportRaced(ctx context.Context, raced []shard.Raced) error {
-	var ids []string
-	for _, r := range raced {
-		if _, meta := shard.Decode(r.Score); meta.Has(shard.FlagOverride) {
-			ids = append(ids, r.ID)
-		}
+	ms := make([]shard.Member, len(raced))
+	for k, r := range raced {
+		ms[k] = shard.Member{ID: r.ID, Score: r.Score}
 	}
-	var overrides map[string]int64
-	if len(ids) > 0 {
-		var err error
-		if overrides, err = sc.s.opts.Store.Overrides(ctx, sc.id, ids); err != nil {
-			return err
-		}
+	overrides, err := sc.s.opts.Store.OverridesOf(ctx, sc.id, ms)
+	if err != nil {
+		return err
 	}
 	return sc.s.opts.Dispatcher.Raced(ctx, sc.id, raced, overrides)
 }

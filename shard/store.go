@@ -456,6 +456,22 @@ func (s *Store) Next(ctx context.Context, i int) (Member, bool, error) {
 	return Member{ID: zs[0].Member.(string), Score: zs[0].Score}, true, nil
 }
 
+// OverridesOf returns the per-device timeouts (ms) of those of ms in shard i
+// whose score says they have one (FlagOverride): nil, without a round trip,
+// when none does.
+func (s *Store) OverridesOf(ctx context.Context, i int, ms []Member) (map[string]int64, error) {
+	var ids []string
+	for _, m := range ms {
+		if _, meta := Decode(m.Score); meta.Has(FlagOverride) {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.Overrides(ctx, i, ids)
+}
+
 // Overrides returns the per-device timeouts (ms) of ids in shard i that
 // have one.
 func (s *Store) Overrides(ctx context.Context, i int, ids []string) (map[string]int64, error) {
