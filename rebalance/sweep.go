@@ -140,8 +140,12 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 		s.metrics.Moved.Add(float64(moved))
 	}
 	_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: found - moved, Moved: prog.Moved + moved, Total: total, UpdatedMs: s.now().UnixMilli()})
-	if found > 0 {
-		s.log.Info("migration sweep", "moved", moved, "misplaced_found", found, "count", l.Count, "previous", l.Previous)
+	downs, err := s.moveDowns(ctx, l)
+	if err != nil {
+		return err
+	}
+	if found > 0 || downs > 0 {
+		s.log.Info("migration sweep", "moved", moved, "misplaced_found", found, "down_entries_moved", downs, "count", l.Count, "previous", l.Previous)
 		return nil // the next pass confirms none are left
 	}
 	if !acked {
@@ -158,6 +162,44 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 	default:
 	}
 	return nil
+}
+
+// moveDowns moves the down entries of devices whose shard changed into
+// their new shard's down set, so that once the migration is finalized a
+// device that timed out in its old shard is still found there: its return
+// is a recovery, a replay of it no second timeout. It returns how many
+// misplaced entries it found.
+func (s *Sweeper) moveDowns(ctx context.Context, l shard.Layout) (int, error) {
+	found := 0
+	for i := 0; i < l.Shards(); i++ {
+		var cursor uint64
+		for {
+			if s.watcher.Current().Epoch != l.Epoch {
+				return found, nil
+			}
+			ms, next, err := s.store.ScanDown(ctx, i, cursor, s.Batch)
+			if err != nil {
+				return found, err
+			}
+			byHome := make(map[int][]shard.Member)
+			for _, m := range ms {
+				if home := l.ShardOf(shard.Hash(m.ID)); home != i {
+					byHome[home] = append(byHome[home], m)
+					found++
+				}
+			}
+			for home, batch := range byHome {
+				if _, err := s.store.MoveDown(ctx, i, home, batch); err != nil {
+					return found, err
+				}
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
+		}
+	}
+	return found, nil
 }
 
 // estimate counts the misplaced members of a migration that just started

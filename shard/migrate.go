@@ -76,6 +76,46 @@ func (s *Store) ScanShard(ctx context.Context, i int, cursor uint64, count int64
 	return out, next, nil
 }
 
+// ScanDown returns up to count entries of shard i's down set from cursor
+// (ZSCAN) and the next cursor (0 at the end).
+func (s *Store) ScanDown(ctx context.Context, i int, cursor uint64, count int64) ([]Member, uint64, error) {
+	vals, next, err := s.rdb.ZScan(ctx, s.keys.Down(i), cursor, "", count).Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("scan down set of shard %d: %w", i, err)
+	}
+	out := make([]Member, 0, len(vals)/2)
+	for k := 0; k+1 < len(vals); k += 2 {
+		score, _ := strconv.ParseFloat(vals[k+1], 64)
+		out = append(out, Member{ID: vals[k], Score: score})
+	}
+	return out, next, nil
+}
+
+// MoveDown copies down entries ms of shard from into the down set of shard
+// to (ZADD GT), then removes them from from's, each only if unchanged. It
+// returns how many it removed. (Two commands, not one script: the shards'
+// keys may live on different Redis Cluster nodes. Meanwhile an entry is in
+// both; Store.Write reports a device found back in both once.)
+func (s *Store) MoveDown(ctx context.Context, from, to int, ms []Member) (int, error) {
+	if len(ms) == 0 {
+		return 0, nil
+	}
+	zs := make([]redis.Z, len(ms))
+	args := make([]any, 0, 2*len(ms))
+	for k, m := range ms {
+		zs[k] = redis.Z{Score: m.Score, Member: m.ID}
+		args = append(args, m.ID, m.Score)
+	}
+	if err := s.rdb.ZAddGT(ctx, s.keys.Down(to), zs...).Err(); err != nil {
+		return 0, fmt.Errorf("move down entries into shard %d: %w", to, err)
+	}
+	vals, err := scriptDownClr.Run(ctx, s.rdb, []string{s.keys.Down(from)}, args...).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("remove moved down entries from shard %d: %w", from, err)
+	}
+	return len(vals) / 2, nil
+}
+
 // SeeLayout records that instance loaded layout epoch at nowMs.
 func (s *Store) SeeLayout(ctx context.Context, instance string, epoch, nowMs int64) error {
 	return s.rdb.HSet(ctx, s.keys.LayoutSeen(), instance, strconv.FormatInt(epoch, 10)+":"+strconv.FormatInt(nowMs, 10)).Err()

@@ -472,3 +472,50 @@ func TestReregisterReplacesEarlierState(t *testing.T) {
 		t.Error("a reregistered device, though older than its timeout, is not tracked")
 	}
 }
+
+// A device found back in both its shards' down sets (the sweep's MoveDown
+// copied the entry and has not removed the old one yet) is one recovery.
+func TestRecoveryFoundInBothDownSetsIsReportedOnce(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	ctx := context.Background()
+	l := shard.Layout{Count: 32, Previous: 16}
+	id := ""
+	for k := 0; id == ""; k++ {
+		if _, moved := l.PreviousOf(shard.Hash(fmt.Sprintf("moving-%d", k))); moved {
+			id = fmt.Sprintf("moving-%d", k)
+		}
+	}
+	h := shard.Hash(id)
+	prev, home := shard.Of(h, 16), l.ShardOf(h)
+	old := shard.Score(shard.Epoch+5000, 0)
+	var b shard.Batch
+	b.Reset(32)
+	b.Add(prev, id, old, 0)
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := st.Fired(ctx, prev, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
+		t.Fatalf("fire: %d, %v", n, err)
+	}
+	// The copy half of a move: the entry is in both down sets now.
+	b.Reset(32)
+	b.Add(home, id, old, 0)
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := st.Fired(ctx, home, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
+		t.Fatalf("fire the copy: %d, %v", n, err)
+	}
+	b.Reset(32)
+	b.AddMoved(home, prev, id, shard.Score(shard.Epoch+20000, 0), 0)
+	back, err := st.Write(ctx, &b)
+	if err != nil || len(back) != 1 {
+		t.Fatalf("recoveries %+v (%v), want one", back, err)
+	}
+	for _, i := range []int{prev, home} {
+		if _, ok, _ := st.DownScore(ctx, i, id); ok {
+			t.Errorf("still down in shard %d", i)
+		}
+	}
+}

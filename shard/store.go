@@ -360,6 +360,7 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after 
 		return nil, fmt.Errorf("settle recoveries: %w", err)
 	}
 	var back []Recovered
+	seen := make(map[string]bool)
 	for k, f := range all {
 		if cleared[k] == nil {
 			continue
@@ -367,6 +368,10 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after 
 		vals, _ := cleared[k].Slice()
 		for j := 0; j+1 < len(vals); j += 2 {
 			id, _ := vals[j].(string)
+			if seen[id] {
+				continue // found in both its shards' down sets (MoveDown under way): one recovery
+			}
+			seen[id] = true
 			ds, _ := vals[j+1].(string)
 			score, _ := strconv.ParseFloat(ds, 64)
 			back = append(back, Recovered{Shard: f.downShard, ID: id, DownScore: score})

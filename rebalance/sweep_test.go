@@ -1,0 +1,82 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// A pass of the sweep moves the down entries of devices whose shard changed
+// into their new shard's down set (only if unchanged), and does not
+// finalize while it still finds some: after the migration, a device that
+// timed out in its old shard is found where ingest and the scanner look.
+func TestSweepMovesDownEntries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := testenv.Redis(t)
+	st := shard.NewStore(srv.Client(t), shard.NewKeys(testenv.Prefix(t)))
+	if err := st.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w := NewWatcher(st, DefaultConfig(), log)
+	if _, err := w.Init(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	// Forty devices time out under 16 shards.
+	old := shard.Score(shard.Epoch+5000, 0)
+	var b shard.Batch
+	b.Reset(16)
+	var ids []string
+	for k := 0; k < 40; k++ {
+		id := fmt.Sprintf("dev-%02d", k)
+		ids = append(ids, id)
+		b.Add(shard.Of(shard.Hash(id), 16), id, old, 0)
+	}
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		i := shard.Of(shard.Hash(id), 16)
+		if n, _, err := st.Fired(ctx, i, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
+			t.Fatalf("fire %s: %d, %v", id, n, err)
+		}
+	}
+	if _, err := Scale(ctx, st, 32, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := w.Current()
+	s := NewSweeper(st, w, func() bool { return true }, nil, log)
+	if err := s.pass(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for _, id := range ids {
+		h := shard.Hash(id)
+		prev, home := shard.Of(h, 16), shard.Of(h, 32)
+		if score, ok, _ := st.DownScore(ctx, home, id); !ok || score != old {
+			t.Errorf("%s not down in its new shard %d: %v %v", id, home, score, ok)
+		}
+		if prev != home {
+			moved++
+			if _, ok, _ := st.DownScore(ctx, prev, id); ok {
+				t.Errorf("%s still down in its old shard %d", id, prev)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no device changed shard: the test proves nothing")
+	}
+	if w.Current().Epoch != l.Epoch || !w.Current().Migrating() {
+		t.Error("finalized by the pass that still moved down entries")
+	}
+}
