@@ -64,24 +64,26 @@ func (s *Store) MoveIn(ctx context.Context, i int, ms []Member, overrides map[st
 // ScanShard returns up to count members of shard i from cursor (ZSCAN) and
 // the next cursor (0 at the end).
 func (s *Store) ScanShard(ctx context.Context, i int, cursor uint64, count int64) ([]Member, uint64, error) {
-	vals, next, err := s.rdb.ZScan(ctx, s.keys.Deadlines(i), cursor, "", count).Result()
+	ms, next, err := s.scan(ctx, s.keys.Deadlines(i), cursor, count)
 	if err != nil {
 		return nil, 0, fmt.Errorf("scan shard %d: %w", i, err)
 	}
-	out := make([]Member, 0, len(vals)/2)
-	for k := 0; k+1 < len(vals); k += 2 {
-		score, _ := strconv.ParseFloat(vals[k+1], 64)
-		out = append(out, Member{ID: vals[k], Score: score})
-	}
-	return out, next, nil
+	return ms, next, nil
 }
 
-// ScanDown returns up to count entries of shard i's down set from cursor
-// (ZSCAN) and the next cursor (0 at the end).
+// ScanDown is ScanShard for shard i's down set.
 func (s *Store) ScanDown(ctx context.Context, i int, cursor uint64, count int64) ([]Member, uint64, error) {
-	vals, next, err := s.rdb.ZScan(ctx, s.keys.Down(i), cursor, "", count).Result()
+	ms, next, err := s.scan(ctx, s.keys.Down(i), cursor, count)
 	if err != nil {
 		return nil, 0, fmt.Errorf("scan down set of shard %d: %w", i, err)
+	}
+	return ms, next, nil
+}
+
+func (s *Store) scan(ctx context.Context, key string, cursor uint64, count int64) ([]Member, uint64, error) {
+	vals, next, err := s.rdb.ZScan(ctx, key, cursor, "", count).Result()
+	if err != nil {
+		return nil, 0, err
 	}
 	out := make([]Member, 0, len(vals)/2)
 	for k := 0; k+1 < len(vals); k += 2 {
