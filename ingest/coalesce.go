@@ -93,14 +93,6 @@ func (c *coalescer) rotate(nowMs int64) {
 	c.rotatedAt = nowMs
 }
 
-// covered reports whether a heartbeat needing deadline (unpadded) with meta
-// and override is already covered by a remembered write.
-func (c *coalescer) covered(id string, deadline int64, meta shard.Meta, override int64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.coveredLocked(id, deadline, meta, override)
-}
-
 // filter drops from entries (padded scores) the heartbeats already covered,
 // under one lock for the batch: the map lookups, each a likely cache miss,
 // then overlap instead of waiting on a lock's memory barrier one by one.

@@ -185,3 +185,11 @@ func TestCoalescerPendingTombstone(t *testing.T) {
 		t.Fatal("not covered by its own write once nothing is pending")
 	}
 }
+
+// covered (for the tests) reports whether a heartbeat needing deadline (unpadded) with meta
+// and override is already covered by a remembered write.
+func (c *coalescer) covered(id string, deadline int64, meta shard.Meta, override int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.coveredLocked(id, deadline, meta, override)
+}

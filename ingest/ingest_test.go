@@ -30,7 +30,6 @@ const (
 
 // rig is a running ingest over a private Redis and Kafka.
 type rig struct {
-	keys      shard.Keys
 	redis     *testenv.RedisServer
 	kafka     *testenv.KafkaCluster
 	kcfg      kafkaconn.Config
@@ -49,15 +48,11 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 // newRigWith is newRig with an ingest configuration.
 func newRigWith(t *testing.T, cfg ingest.Config, redisArgs ...string) *rig {
 	t.Helper()
-	r := &rig{redis: testenv.Redis(t, redisArgs...), kafka: testenv.Kafka(t, 4, signals, dlq, "device-timeouts")}
+	r := &rig{kafka: testenv.Kafka(t, 4, signals, dlq, "device-timeouts")}
+	r.store, r.redis = testenv.Store(t, redisArgs...)
 	r.kcfg = kafkaconn.DefaultConfig()
 	r.kcfg.Brokers = r.kafka.Brokers()
 	r.kcfg.GroupID = "g-" + testenv.Prefix(t)
-	r.keys = shard.NewKeys(testenv.Prefix(t))
-	r.store = shard.NewStore(r.redis.Client(t), r.keys)
-	if err := r.store.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	r.metrics = metrics.New()
 	r.committed = make(chan map[int]int64, 1000)
 	r.have = make(map[int]int64)
@@ -291,7 +286,7 @@ func TestRedisOutageCommitsNothing(t *testing.T) {
 	// Checked through a new client: the rig's, shared with ingest, may
 	// still answer with its last dial error (go-redis redials in the
 	// background) although ingest, retrying, has written everything.
-	r.store = shard.NewStore(r.redis.Client(t), r.keys)
+	r.store = shard.NewStore(r.redis.Client(t), r.store.Keys())
 	for _, m := range append(before, during...) {
 		if !r.tracked(t, string(m.Key)) {
 			t.Errorf("%s lost across the Redis outage", m.Key)

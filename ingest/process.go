@@ -150,16 +150,6 @@ func (p *processor) prepareOne(partition int, msg *kafka.Message) {
 	p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
 }
 
-// write sends a prepared batch to Redis (and the dead-letter topic) and
-// publishes the recoveries it found. It returns only once everything is
-// acknowledged, or ctx's error.
-func (p *processor) write(ctx context.Context) error {
-	if err := p.writeRedis(ctx); err != nil {
-		return err
-	}
-	return p.finish(ctx)
-}
-
 // ordered reports whether the batch must reach Redis after the batch before
 // it and before the batch after it: its tombstones and override timeouts
 // are not commutative (a ZADD GT is: the later deadline wins whichever

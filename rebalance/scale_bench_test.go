@@ -16,12 +16,8 @@ import (
 // of devices (SPEC: returns at once, no bulk copy). Each iteration doubles
 // and, outside the timer, resets the layout.
 func BenchmarkScaleWith1MDevices(b *testing.B) {
-	srv := testenv.Redis(b)
-	store := shard.NewStore(srv.Client(b), shard.NewKeys(testenv.Prefix(b)))
+	store, _ := testenv.Store(b)
 	ctx := context.Background()
-	if err := store.LoadScripts(ctx); err != nil {
-		b.Fatal(err)
-	}
 	const devices, count = 1_000_000, 16
 	var batch shard.Batch
 	deadline := time.Now().Add(time.Hour).UnixMilli()

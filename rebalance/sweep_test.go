@@ -19,11 +19,7 @@ import (
 func TestSweepMovesDownEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := testenv.Redis(t)
-	st := shard.NewStore(srv.Client(t), shard.NewKeys(testenv.Prefix(t)))
-	if err := st.LoadScripts(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st, _ := testenv.Store(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	w := NewWatcher(st, DefaultConfig(), log)
 	if _, err := w.Init(ctx, 16); err != nil {

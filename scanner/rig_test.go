@@ -22,12 +22,8 @@ import (
 // loaded, and the server's client.
 func newStore(tb testing.TB) (*shard.Store, *redis.Client) {
 	tb.Helper()
-	rdb := testenv.Redis(tb).Client(tb)
-	store := shard.NewStore(rdb, shard.NewKeys(testenv.Prefix(tb)))
-	if err := store.LoadScripts(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	return store, rdb
+	store, srv := testenv.Store(tb)
+	return store, srv.Client(tb)
 }
 
 // runScanner starts a scanner over shards with a real publisher to brokers,

@@ -90,15 +90,12 @@ func BenchmarkBatch(b *testing.B) {
 }
 
 // BenchmarkStoreWrite is one Store.Write of a 4096-heartbeat batch (16
-// shards, one pipelined round trip of reset.lua calls) against a private
-// redis-server: resets of devices already tracked, as in steady state.
+// shards, one pipelined round trip of plain ZADD GT commands and the look
+// at the down sets) against a private redis-server: resets of devices
+// already tracked, as in steady state.
 func BenchmarkStoreWrite(b *testing.B) {
-	srv := testenv.Redis(b)
-	st := shard.NewStore(srv.Client(b), shard.NewKeys(testenv.Prefix(b)))
+	st, _ := testenv.Store(b)
 	ctx := context.Background()
-	if err := st.LoadScripts(ctx); err != nil {
-		b.Fatal(err)
-	}
 	for _, size := range []int{256, 4096} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			ids := benchIDs(65536)

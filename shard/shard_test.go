@@ -89,11 +89,7 @@ func TestRouting(t *testing.T) {
 
 func newStore(t *testing.T) *shard.Store {
 	t.Helper()
-	srv := testenv.Redis(t)
-	st := shard.NewStore(srv.Client(t), shard.NewKeys(testenv.Prefix(t)))
-	if err := st.LoadScripts(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st, _ := testenv.Store(t)
 	return st
 }
 

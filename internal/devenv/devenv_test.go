@@ -122,7 +122,7 @@ func TestMiniredisDirect(t *testing.T) {
 // The command forms flatline's shard store uses, run through Lua by EVALSHA
 // (go-redis Script.Run) and directly, checked for Redis semantics.
 var (
-	// ZADD GT with many pairs through unpack, as reset.lua does.
+	// ZADD GT with many pairs through unpack, as fired.lua does (the down set).
 	zaddGT = redis.NewScript(`
 local n = tonumber(ARGV[1])
 local pairs_ = {}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/shard"
 )
 
 // How long a redis-server gets to answer after it was started, and to exit
@@ -281,4 +283,17 @@ func readFrom(path string, off int64) []byte {
 		return nil
 	}
 	return b[off:]
+}
+
+// Store returns a shard.Store over a private redis-server (started with
+// extraArgs, as Redis) under a fresh key prefix, its scripts loaded, and
+// the server.
+func Store(tb testing.TB, extraArgs ...string) (*shard.Store, *RedisServer) {
+	tb.Helper()
+	srv := Redis(tb, extraArgs...)
+	st := shard.NewStore(srv.Client(tb), shard.NewKeys(Prefix(tb)))
+	if err := st.LoadScripts(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return st, srv
 }
