@@ -27,9 +27,9 @@ import (
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/redisconn"
-	"github.com/flatline-dev/flatline/internal/timeouts"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // Documented is flatline.yaml: every key with a comment and its default.

@@ -9,12 +9,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/metrics"
-	"github.com/flatline-dev/flatline/internal/timeouts"
 	"github.com/flatline-dev/flatline/shard"
-	"github.com/segmentio/kafka-go"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/flatline-dev/flatline/internal/timeouts"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // Reason is an invalid-message reason code (SPEC §2), used as the

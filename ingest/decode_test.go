@@ -18,7 +18,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/flatline-dev/flatline/internal/timeouts"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // testKafkaMs is the Kafka timestamp of the table's messages.

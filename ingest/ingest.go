@@ -15,8 +15,8 @@ import (
 	"github.com/flatline-dev/flatline/dispatch"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/metrics"
-	"github.com/flatline-dev/flatline/internal/timeouts"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // LayoutSource gives the layout to route a batch by.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/timeouts"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // Device is what `flatline device get` shows.

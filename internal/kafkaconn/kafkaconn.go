@@ -7,11 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/flatline-dev/flatline/internal/tlsconf"
 )
 
 // Config is the kafka section of the configuration.
@@ -31,7 +32,7 @@ type Config struct {
 	// instance's partitions move on. Default: 6s.
 	SessionTimeout time.Duration `koanf:"session_timeout"`
 	// TLS configures TLS to the brokers.
-	TLS redisconn.TLSConfig `koanf:"tls"`
+	TLS tlsconf.Config `koanf:"tls"`
 	// SASL configures authentication.
 	SASL SASLConfig `koanf:"sasl"`
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
-	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/tlsconf"
 )
 
 // Credentials of the SASL cluster, one user per mechanism.
@@ -135,7 +135,7 @@ func TestTLS(t *testing.T) {
 	brokers := saslCluster(t, kfake.TLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}))
 	u := users[2]
 	c := kafkaConfig(brokers, u.mechanism, u.user, u.password)
-	c.TLS = redisconn.TLSConfig{Enabled: true, CAFile: certs.CAFile}
+	c.TLS = tlsconf.Config{Enabled: true, CAFile: certs.CAFile}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

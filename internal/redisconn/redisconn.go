@@ -4,15 +4,13 @@ package redisconn
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/internal/tlsconf"
 )
 
 // quiet drops go-redis's own log lines (one per failed dial): flatline's
@@ -36,21 +34,7 @@ type Config struct {
 	// KeyPrefix starts every key flatline writes. Default: flatline.
 	KeyPrefix string `koanf:"key_prefix"`
 	// TLS configures a TLS connection.
-	TLS TLSConfig `koanf:"tls"`
-}
-
-// TLSConfig configures TLS to Redis or Kafka.
-type TLSConfig struct {
-	Enabled bool `koanf:"enabled"`
-	// CAFile verifies the server; empty uses the system roots.
-	CAFile string `koanf:"ca_file"`
-	// CertFile and KeyFile present a client certificate.
-	CertFile string `koanf:"cert_file"`
-	KeyFile  string `koanf:"key_file"`
-	// InsecureSkipVerify disables server verification (tests only).
-	InsecureSkipVerify bool `koanf:"insecure_skip_verify"`
-	// ServerName overrides the name verified in the server certificate.
-	ServerName string `koanf:"server_name"`
+	TLS tlsconf.Config `koanf:"tls"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -78,52 +62,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redis.key_prefix: must be non-empty without braces or spaces, got %q", c.KeyPrefix)
 	}
 	return c.TLS.Validate("redis.tls")
-}
-
-// Validate checks the TLS files exist; key is the config path for errors.
-func (t TLSConfig) Validate(key string) error {
-	if !t.Enabled {
-		return nil
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return fmt.Errorf("%s: cert_file and key_file go together", key)
-	}
-	for _, f := range []struct{ name, path string }{{"ca_file", t.CAFile}, {"cert_file", t.CertFile}, {"key_file", t.KeyFile}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			return fmt.Errorf("%s.%s: %q: %v", key, f.name, f.path, errors.Unwrap(err))
-		}
-	}
-	return nil
-}
-
-// Build returns the tls.Config, or nil when TLS is disabled.
-func (t TLSConfig) Build() (*tls.Config, error) {
-	if !t.Enabled {
-		return nil, nil
-	}
-	tc := &tls.Config{InsecureSkipVerify: t.InsecureSkipVerify, ServerName: t.ServerName, MinVersion: tls.VersionTLS12} //nolint:gosec // opt-in for tests
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read CA file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA file %s holds no PEM certificate", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // New builds the client: a ClusterClient for several addresses, a Client for one.

@@ -24,6 +24,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/tlsconf"
 )
 
 func config(t *testing.T, addr string) redisconn.Config {
@@ -189,14 +190,14 @@ func TestTLSBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if tc, err := (redisconn.TLSConfig{}).Build(); tc != nil || err != nil {
+	if tc, err := (tlsconf.Config{}).Build(); tc != nil || err != nil {
 		t.Errorf("disabled TLS built %v, %v; want nil, nil", tc, err)
 	}
-	tc, err := redisconn.TLSConfig{Enabled: true}.Build()
+	tc, err := tlsconf.Config{Enabled: true}.Build()
 	if err != nil || tc == nil || tc.RootCAs != nil || tc.InsecureSkipVerify || tc.MinVersion != tls.VersionTLS12 || len(tc.Certificates) != 0 {
 		t.Errorf("enabled TLS without files: %+v, %v; want system roots, verification on, TLS 1.2+", tc, err)
 	}
-	full := redisconn.TLSConfig{Enabled: true, CAFile: certs.CAFile, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, ServerName: "localhost"}
+	full := tlsconf.Config{Enabled: true, CAFile: certs.CAFile, CertFile: certs.ClientCert, KeyFile: certs.ClientKey, ServerName: "localhost"}
 	if err := full.Validate("redis.tls"); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestTLSBuild(t *testing.T) {
 	if tc.RootCAs == nil || len(tc.Certificates) != 1 || tc.ServerName != "localhost" || tc.InsecureSkipVerify {
 		t.Errorf("built %+v", tc)
 	}
-	if tc, _ := (redisconn.TLSConfig{Enabled: true, InsecureSkipVerify: true}).Build(); !tc.InsecureSkipVerify {
+	if tc, _ := (tlsconf.Config{Enabled: true, InsecureSkipVerify: true}).Build(); !tc.InsecureSkipVerify {
 		t.Error("insecure_skip_verify not applied")
 	}
 
@@ -223,34 +224,34 @@ func TestTLSBuild(t *testing.T) {
 	if err := handshake(srv, tcNoClient); err == nil {
 		t.Error("a server demanding a client certificate accepted none")
 	}
-	system, _ := redisconn.TLSConfig{Enabled: true, ServerName: "localhost"}.Build()
+	system, _ := tlsconf.Config{Enabled: true, ServerName: "localhost"}.Build()
 	if err := handshake(srv, system); err == nil || !errors.As(err, new(*tls.CertificateVerificationError)) {
 		t.Errorf("a server signed by an unknown CA was accepted with the system roots: %v", err)
 	}
 
 	for _, c := range []struct {
 		name string
-		cfg  redisconn.TLSConfig
+		cfg  tlsconf.Config
 		want string
 	}{
-		{"missing CA", redisconn.TLSConfig{Enabled: true, CAFile: "/nonexistent/ca.pem"}, "redis.tls.ca_file"},
-		{"cert without key", redisconn.TLSConfig{Enabled: true, CertFile: certs.ClientCert}, "redis.tls: cert_file and key_file go together"},
-		{"missing key", redisconn.TLSConfig{Enabled: true, CertFile: certs.ClientCert, KeyFile: "/nonexistent/key.pem"}, "redis.tls.key_file"},
+		{"missing CA", tlsconf.Config{Enabled: true, CAFile: "/nonexistent/ca.pem"}, "redis.tls.ca_file"},
+		{"cert without key", tlsconf.Config{Enabled: true, CertFile: certs.ClientCert}, "redis.tls: cert_file and key_file go together"},
+		{"missing key", tlsconf.Config{Enabled: true, CertFile: certs.ClientCert, KeyFile: "/nonexistent/key.pem"}, "redis.tls.key_file"},
 	} {
 		err := c.cfg.Validate("redis.tls")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Validate = %v, want %q", c.name, err, c.want)
 		}
 	}
-	if _, err := (redisconn.TLSConfig{Enabled: true, CAFile: junk}).Build(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := (tlsconf.Config{Enabled: true, CAFile: junk}).Build(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a CA file without a certificate built: %v", err)
 	}
-	if _, err := (redisconn.TLSConfig{Enabled: true, CertFile: certs.ClientCert, KeyFile: certs.ServerKey}).Build(); err == nil {
+	if _, err := (tlsconf.Config{Enabled: true, CertFile: certs.ClientCert, KeyFile: certs.ServerKey}).Build(); err == nil {
 		t.Error("a certificate with the wrong key built")
 	}
 	// A disabled section is not checked: files of an unused TLS setup
 	// must not stop the service.
-	if err := (redisconn.TLSConfig{CAFile: "/nonexistent"}).Validate("redis.tls"); err != nil {
+	if err := (tlsconf.Config{CAFile: "/nonexistent"}).Validate("redis.tls"); err != nil {
 		t.Errorf("disabled TLS validated its files: %v", err)
 	}
 }
@@ -269,7 +270,7 @@ func TestRedisOverTLS(t *testing.T) {
 	defer cancel()
 
 	c := config(t, addr)
-	c.TLS = redisconn.TLSConfig{Enabled: true, CAFile: certs.CAFile, CertFile: certs.ClientCert, KeyFile: certs.ClientKey}
+	c.TLS = tlsconf.Config{Enabled: true, CAFile: certs.CAFile, CertFile: certs.ClientCert, KeyFile: certs.ClientKey}
 	rdb, store, err := app.Connect(ctx, c)
 	if err != nil {
 		t.Fatalf("connect over mutual TLS: %v", err)
@@ -286,7 +287,7 @@ func TestRedisOverTLS(t *testing.T) {
 		t.Error("connected without the client certificate the server requires")
 	}
 	plain := c
-	plain.TLS = redisconn.TLSConfig{}
+	plain.TLS = tlsconf.Config{}
 	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
 	defer pcancel()
 	if rdb, _, err := app.Connect(pctx, plain); err == nil {
