@@ -5,11 +5,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/demo"
 )
 
 func newDevCmd(g *globals) *cobra.Command {
-	var o app.DevOptions
+	var o demo.DevOptions
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Zero-setup demo: embedded Kafka and Redis, flatline, and a simulated fleet",
@@ -20,7 +20,7 @@ and prints a live line per second: devices tracked, resets/s, timeouts/s, latene
   flatline dev --devices 20000 --timeout 2s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return app.RunDev(cmd.Context(), o, cmd.OutOrStdout(), g.stderr, g.logLevel)
+			return demo.RunDev(cmd.Context(), o, cmd.OutOrStdout(), g.stderr, g.logLevel)
 		},
 	}
 	f := cmd.Flags()

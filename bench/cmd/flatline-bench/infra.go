@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/devenv"
+	"github.com/flatline-dev/flatline/internal/demo"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -30,7 +30,7 @@ type scenarioInfra struct {
 // startInfra starts a scenario's Kafka and Redis; stop tears both down.
 func startInfra(ctx context.Context, o *options) (*scenarioInfra, error) {
 	kc := configs.Default().Kafka
-	brokers, stopKafka, err := devenv.StartKafka(ctx, o.partitions, kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic)
+	brokers, stopKafka, err := demo.StartKafka(ctx, o.partitions, kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic)
 	if err != nil {
 		return nil, err
 	}
@@ -59,11 +59,11 @@ type redisProc struct {
 // startRedis starts a fresh redis-server. A miniredis fallback would make the
 // figures meaningless, so a missing redis-server is an error.
 func startRedis(ctx context.Context) (*redisProc, error) {
-	addr, kind, stop, err := devenv.StartRedis(ctx)
+	addr, kind, stop, err := demo.StartRedis(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if kind != devenv.RedisServer {
+	if kind != demo.RedisServer {
 		stop()
 		return nil, fmt.Errorf("redis-server is not on PATH: the benchmark needs a real one")
 	}

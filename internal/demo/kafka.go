@@ -1,8 +1,11 @@
-// Package devenv starts the infrastructure of `flatline dev`, the zero-setup
-// demo: an embedded Kafka (franz-go's kfake) and a Redis, both on free
-// loopback ports and both gone when the demo ends. Unlike internal/testenv it
-// does not depend on package testing.
-package devenv
+// Package demo is `flatline dev`, the zero-setup demo: it starts an
+// embedded Kafka (franz-go's kfake) and a Redis, both on free loopback ports
+// and both gone when the demo ends, runs one flatline instance against them
+// and a simulated fleet into it. It is a root beside the serve composition
+// root (internal/app), so serving never links the demo's infrastructure.
+// Unlike internal/testenv it does not depend on package testing; the
+// benchmark starts its infrastructure with it too.
+package demo
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package devenv_test
+package demo_test
 
 import (
 	"context"
@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/flatline-dev/flatline/internal/devenv"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/internal/demo"
 )
 
 func TestStartKafka(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	brokers, stop, err := devenv.StartKafka(ctx, 3, "device-signals", "device-timeouts")
+	brokers, stop, err := demo.StartKafka(ctx, 3, "device-signals", "device-timeouts")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +52,12 @@ func TestStartRedisServer(t *testing.T) {
 		t.Skip("redis-server not installed")
 	}
 	t.Parallel()
-	addr, kind, stop, err := devenv.StartRedis(context.Background())
+	addr, kind, stop, err := demo.StartRedis(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kind != devenv.RedisServer {
-		t.Fatalf("kind %q, want %q", kind, devenv.RedisServer)
+	if kind != demo.RedisServer {
+		t.Fatalf("kind %q, want %q", kind, demo.RedisServer)
 	}
 	exerciseFlatlineCommands(t, addr)
 	stop()
@@ -71,13 +72,13 @@ func TestStartRedisServer(t *testing.T) {
 // parallel: it changes PATH.
 func TestStartRedisFallsBackToMiniredis(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	addr, kind, stop, err := devenv.StartRedis(context.Background())
+	addr, kind, stop, err := demo.StartRedis(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	if kind != devenv.Miniredis {
-		t.Fatalf("kind %q, want %q", kind, devenv.Miniredis)
+	if kind != demo.Miniredis {
+		t.Fatalf("kind %q, want %q", kind, demo.Miniredis)
 	}
 	exerciseFlatlineCommands(t, addr)
 }
@@ -87,7 +88,7 @@ func TestStartRedisFallsBackToMiniredis(t *testing.T) {
 func TestMiniredisLeaseExpires(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	ctx := context.Background()
-	addr, _, stop, err := devenv.StartRedis(ctx)
+	addr, _, stop, err := demo.StartRedis(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

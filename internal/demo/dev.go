@@ -1,4 +1,4 @@
-package app
+package demo
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/devenv"
+	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/simulate"
@@ -39,12 +39,12 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 		defer cancel()
 	}
 	cfg := configs.Default()
-	brokers, stopKafka, err := devenv.StartKafka(ctx, 8, cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic, cfg.Kafka.DeadLetterTopic)
+	brokers, stopKafka, err := StartKafka(ctx, 8, cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic, cfg.Kafka.DeadLetterTopic)
 	if err != nil {
 		return fmt.Errorf("embedded kafka: %w", err)
 	}
 	defer stopKafka()
-	redisAddr, kind, stopRedis, err := devenv.StartRedis(ctx)
+	redisAddr, kind, stopRedis, err := StartRedis(ctx)
 	if err != nil {
 		return fmt.Errorf("redis for dev: %w", err)
 	}
@@ -62,7 +62,7 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 		return err
 	}
 	log := logging.New(cfg.Log, errOut)
-	a, err := New(ctx, cfg, log, Hooks{})
+	a, err := app.New(ctx, cfg, log, app.Hooks{})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package devenv
+package demo
 
 import "syscall"
 
