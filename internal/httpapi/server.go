@@ -117,6 +117,15 @@ func (s *Server) collect(ctx context.Context) {
 	s.lastCollect = time.Now()
 }
 
+// Close releases the listener New bound, for a server that never runs; after
+// Run it has nothing left to do.
+func (s *Server) Close() error {
+	if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
 // Run serves until ctx is cancelled.
 func (s *Server) Run(ctx context.Context) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
