@@ -1,47 +1,23 @@
-// Package app assembles `flatline serve`: it connects to Redis and Kafka,
-// builds every stage from the configuration and runs them under one
-// lifecycle.
-//
-// Start order: HTTP, layout watcher, watermark gate, scanners with their
-// leaser, ingest.
-//
-// Stop order, on SIGINT/SIGTERM (ctx cancelled), all within
-// shutdown_timeout:
-//  1. ingest stops fetching; a batch already written is committed, one cut
-//     short is re-read by the partition's next owner (never lost);
-//  2. scanners start no new pass; in-flight batches are acknowledged by
-//     Kafka and removed from their shards;
-//  3. leases are released and the instance deregisters, so other instances
-//     take its shards at once;
-//  4. the producers flush and close;
-//  5. the layout watcher, the gate and HTTP stop.
 package app
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/dispatch"
 	"github.com/flatline-dev/flatline/ingest"
 	"github.com/flatline-dev/flatline/internal/httpapi"
 	"github.com/flatline-dev/flatline/internal/metrics"
-	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
-	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // Hooks let tests reach into a running instance.
@@ -53,7 +29,7 @@ type Hooks struct {
 	MinDownMemory time.Duration
 }
 
-// App is one flatline instance.
+// App is one flatline instance. The stages the roles leave out are nil.
 type App struct {
 	cfg     configs.Config
 	log     *slog.Logger
@@ -81,74 +57,48 @@ func InstanceID(cfg configs.Config) string {
 	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 36)
 }
 
-// Connect opens the Redis client, checks it answers and loads the scripts.
-func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *shard.Store, error) {
-	rdb, err := redisconn.New(rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	store := shard.NewStore(rdb, shard.NewKeys(rc.KeyPrefix))
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := store.Ping(pctx); err != nil {
-		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
-	}
-	if err := store.LoadScripts(pctx); err != nil {
-		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
-	}
-	return rdb, store, nil
-}
-
-// LoadPolicy registers the configured classes and returns the policy.
-func LoadPolicy(ctx context.Context, store *shard.Store, tc timeouts.Config) (*timeouts.Policy, error) {
-	names := tc.ClassNames()
-	if _, err := store.RegisterClasses(ctx, names); err != nil {
-		return nil, err
-	}
-	reg, err := store.ClassNames(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ids := make(map[string]int, len(reg))
-	for id, name := range reg {
-		ids[name] = id
-	}
-	return timeouts.NewPolicy(tc, ids), nil
-}
+// ID is the instance id.
+func (a *App) ID() string { return a.id }
 
 // New builds an instance: it fails fast, with one clear error, when Redis or
-// Kafka cannot be reached or the HTTP address cannot be bound.
+// Kafka cannot be reached or the HTTP address cannot be bound. What it built
+// before failing is closed again.
 func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks) (*App, error) {
-	a := &App{cfg: cfg, log: log, id: InstanceID(cfg), Metrics: metrics.New()}
-	log = log.With("instance", a.id)
-	a.log = log
+	a := &App{cfg: cfg, id: InstanceID(cfg), Metrics: metrics.New()}
+	a.log = log.With("instance", a.id)
 	var err error
 	if a.rdb, a.Store, err = Connect(ctx, cfg.Redis); err != nil {
 		return nil, err
 	}
-	if err := checkKafka(ctx, cfg); err != nil {
+	if err := a.build(ctx, hooks); err != nil {
 		a.Close()
 		return nil, err
 	}
+	return a, nil
+}
+
+// build creates the stages on top of the Redis store, in dependency order:
+// the layout, the producers, then what the roles ask for, HTTP last (so a
+// failure before it leaves no listener behind).
+func (a *App) build(ctx context.Context, hooks Hooks) error {
+	cfg, log := a.cfg, a.log
+	if err := checkKafka(ctx, cfg); err != nil {
+		return err
+	}
 	policy, err := LoadPolicy(ctx, a.Store, cfg.Timeouts)
 	if err != nil {
-		a.Close()
-		return nil, err
+		return err
 	}
 	a.Watcher = rebalance.NewWatcher(a.Store, cfg.Shards, log)
 	a.Watcher.Announce(a.id)
 	if _, err := a.Watcher.Init(ctx, cfg.Shards.InitialCount); err != nil {
-		a.Close()
-		return nil, err
+		return err
 	}
 	a.Publisher, err = dispatch.New(cfg.Dispatch, cfg.Kafka, dispatch.Options{
 		Policy: policy, PadWindow: cfg.Ingest.CoalesceWindow, Metrics: a.Metrics, Logger: log,
 	})
 	if err != nil {
-		a.Close()
-		return nil, err
+		return err
 	}
 	if a.runs("scanner") {
 		a.Gate = scanner.NewGate(a.Store, 5*time.Millisecond, cfg.Scanner.Grace, stallAfter(cfg), log)
@@ -158,8 +108,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 			Hooks: hooks.Scanner,
 		})
 		if err != nil {
-			a.Close()
-			return nil, err
+			return err
 		}
 		a.Leaser = scanner.NewLeaser(a.Store, a.id, cfg.Scanner.LeaseTTL, a.Watcher, a.Scanner.SetShards, a.Metrics, log)
 		a.Leaser.Drain = a.Scanner.Drain
@@ -181,8 +130,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 			Raised: raised, Hooks: hooks.Ingest,
 		})
 		if err != nil {
-			a.Close()
-			return nil, err
+			return err
 		}
 	}
 	if cfg.HTTP.Addr != "" {
@@ -191,144 +139,16 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 			Collect: a.collectCluster,
 		})
 		if err != nil {
-			a.Close()
-			return nil, err
+			return err
 		}
 	}
-	return a, nil
+	return nil
 }
 
 // stallAfter is how far behind now the watermark may fall before it is
 // reported as stalled: well past normal batching and probing delays.
 func stallAfter(cfg configs.Config) time.Duration {
-	d := 10 * cfg.Ingest.ProbeInterval
-	if d < 2*time.Second {
-		d = 2 * time.Second
-	}
-	return d
+	return max(10*cfg.Ingest.ProbeInterval, 2*time.Second)
 }
 
 func (a *App) runs(role string) bool { return slices.Contains(a.cfg.Roles, role) }
-
-// ID is the instance id.
-func (a *App) ID() string { return a.id }
-
-func checkKafka(ctx context.Context, cfg configs.Config) error {
-	tr, err := cfg.Kafka.Transport()
-	if err != nil {
-		return err
-	}
-	client := &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: tr, Timeout: 5 * time.Second}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := client.Metadata(cctx, &kafka.MetadataRequest{Topics: []string{cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic}}); err != nil {
-		return fmt.Errorf("kafka %v: %s", cfg.Kafka.Brokers, strings.TrimPrefix(err.Error(), "kafka.(*Client).Metadata: "))
-	}
-	return nil
-}
-
-func (a *App) ready(ctx context.Context) error {
-	if err := a.Store.Ping(ctx); err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	if a.Watcher.Current().Count == 0 {
-		return errors.New("layout not loaded")
-	}
-	return checkKafka(ctx, a.cfg)
-}
-
-func (a *App) status(ctx context.Context) (any, error) {
-	st, err := rebalance.ReadStatus(ctx, a.Store, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	st.Instance = a.id
-	return st, nil
-}
-
-// Run runs the instance until ctx is cancelled or a part fails, then stops
-// it in the documented order.
-func (a *App) Run(ctx context.Context) error {
-	infraCtx, stopInfra := context.WithCancel(context.Background())
-	leaseCtx, stopLeases := context.WithCancel(context.Background())
-	scanCtx, stopScan := context.WithCancel(context.Background())
-	ingestCtx, stopIngest := context.WithCancel(context.Background())
-	defer stopInfra()
-	defer stopLeases()
-	defer stopScan()
-	defer stopIngest()
-
-	failed := make(chan error, 8)
-	var infra, leases, scan, ing sync.WaitGroup
-	start := func(wg *sync.WaitGroup, name string, ctx context.Context, fn func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(ctx); err != nil {
-				failed <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
-	if a.HTTP != nil {
-		start(&infra, "http", infraCtx, a.HTTP.Run)
-		a.log.Info("http listening", "addr", a.HTTP.Addr())
-	}
-	start(&infra, "layout", infraCtx, a.Watcher.Run)
-	if a.Scanner != nil {
-		start(&infra, "watermark", infraCtx, a.Gate.Run)
-		start(&scan, "scanner", scanCtx, a.Scanner.Run)
-		start(&leases, "leaser", leaseCtx, a.Leaser.Run)
-		start(&infra, "sweeper", infraCtx, a.Sweeper.Run)
-	}
-	if a.Ingest != nil {
-		start(&ing, "ingest", ingestCtx, a.Ingest.Run)
-	}
-	a.log.Info("flatline running", "roles", a.cfg.Roles, "shards", a.Watcher.Current().Count)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		a.log.Info("shutting down")
-	case runErr = <-failed:
-		a.log.Error("stopping after failure", "err", runErr)
-	}
-	deadline, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
-	defer cancel()
-	stopIngest()
-	ing.Wait()
-	stopScan()
-	scan.Wait()
-	if a.Scanner != nil {
-		if err := a.Scanner.Shutdown(deadline); err != nil {
-			a.log.Warn("scanner shutdown", "err", err)
-		}
-	}
-	stopLeases()
-	leases.Wait()
-	if a.Ingest != nil {
-		_ = a.Ingest.Close()
-	}
-	if err := a.Publisher.Close(); err != nil {
-		a.log.Warn("producer close", "err", err)
-	}
-	stopInfra()
-	infra.Wait()
-	if a.rdb != nil {
-		_ = a.rdb.Close()
-	}
-	a.log.Info("stopped")
-	return runErr
-}
-
-// Close releases the clients (Run calls it).
-func (a *App) Close() {
-	if a.Ingest != nil {
-		_ = a.Ingest.Close()
-	}
-	if a.Publisher != nil {
-		_ = a.Publisher.Close()
-	}
-	if a.rdb != nil {
-		_ = a.rdb.Close()
-	}
-}

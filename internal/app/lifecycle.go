@@ -1,0 +1,191 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// part is one long-running piece of the instance. Every part keeps the same
+// contract: run returns once its context is cancelled, with nil, or earlier
+// with the error that stops the whole instance.
+type part struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// closer releases a client once nothing that uses it runs any more.
+type closer struct {
+	name  string // the warning logged when it fails
+	close func() error
+}
+
+// stage is a set of parts that stop together. Once they all returned, drain
+// waits (within shutdown_timeout) for the work they handed off, then the
+// closers release what no later stage needs.
+type stage struct {
+	name    string
+	parts   []part
+	drain   func(deadline context.Context) error
+	closers []closer
+}
+
+// stages declares the stop order; it is written nowhere else. Run starts the
+// stages in the reverse order (ingest last) and stops them one after the
+// other, each once the one before it has stopped, drained and released.
+// Close releases in the same order. A part the roles leave out leaves its
+// stage with less to do; it never moves a stage.
+func (a *App) stages() []stage {
+	ingest := stage{name: "ingest"}
+	if a.Ingest != nil {
+		ingest.parts = []part{{"ingest", a.Ingest.Run}}
+		// The dead-letter writer is ingest's alone.
+		ingest.closers = []closer{{"dead-letter writer close", a.Ingest.Close}}
+	}
+	scanners, leases := stage{name: "scanners"}, stage{name: "leases"}
+	if a.Scanner != nil {
+		scanners.parts = []part{{"scanner", a.Scanner.Run}}
+		// Scanner.Run returning only stops new passes; Shutdown, the one
+		// place it is called, waits for the batches in flight (stage 2).
+		scanners.drain = a.Scanner.Shutdown
+		leases.parts = []part{{"leaser", a.Leaser.Run}}
+	}
+	producers := stage{name: "producers"}
+	if a.Publisher != nil {
+		producers.closers = []closer{{"producer close", a.Publisher.Close}}
+	}
+	shared := stage{name: "shared"}
+	if a.HTTP != nil {
+		shared.parts = append(shared.parts, part{"http", a.HTTP.Run})
+		shared.closers = append(shared.closers, closer{"http close", a.HTTP.Close})
+	}
+	if a.Watcher != nil {
+		shared.parts = append(shared.parts, part{"layout", a.Watcher.Run})
+	}
+	if a.Gate != nil {
+		shared.parts = append(shared.parts, part{"watermark", a.Gate.Run})
+	}
+	if a.Sweeper != nil {
+		shared.parts = append(shared.parts, part{"sweeper", a.Sweeper.Run})
+	}
+	if a.rdb != nil {
+		shared.closers = append(shared.closers, closer{"redis close", a.rdb.Close})
+	}
+
+	// The stop order, on SIGINT/SIGTERM (ctx cancelled) or the failure of
+	// any part. Each stage may rely on every later one still running.
+	return []stage{
+		// 1. Ingest stops fetching, so nothing new reaches Redis while the
+		//    rest stops: a batch already written is committed, one cut short
+		//    is re-read by the partition's next owner (never lost).
+		ingest,
+		// 2. The scanners start no new pass; the batches in flight are
+		//    acknowledged by Kafka and removed from their shards, within
+		//    shutdown_timeout. Until then they need their leases, the
+		//    producers and the layout.
+		scanners,
+		// 3. Leases are released and the instance deregisters once nothing
+		//    is in flight, so other instances take its shards at once and
+		//    find every fired device already removed.
+		leases,
+		// 4. The producers flush and close: neither the scanners nor ingest
+		//    (recovered events) publish any more.
+		producers,
+		// 5. Last, what every other stage reads: the layout watcher, the
+		//    watermark gate and the sweeper; HTTP, so /readyz and /metrics
+		//    answer to the end; then the Redis client.
+		shared,
+	}
+}
+
+// running is a started stage: its parts under one errgroup and the cancel
+// that stops them.
+type running struct {
+	stage
+	group errgroup.Group
+	stop  context.CancelFunc
+}
+
+// Run runs the instance until ctx is cancelled or a part fails, then stops
+// it in the order stages declares. It returns the first part's error, or
+// nil after a cancellation.
+func (a *App) Run(ctx context.Context) error {
+	stages := a.stages()
+	// The first failure triggers the stop; later ones happen while stopping.
+	failed := make(chan error, 1)
+	run := make([]*running, len(stages))
+	for i := len(stages) - 1; i >= 0; i-- {
+		run[i] = a.start(ctx, stages[i], failed)
+	}
+	if a.HTTP != nil {
+		a.log.Info("http listening", "addr", a.HTTP.Addr())
+	}
+	a.log.Info("flatline running", "roles", a.cfg.Roles, "shards", a.Watcher.Current().Count)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		a.log.Info("shutting down")
+	case runErr = <-failed:
+		a.log.Error("stopping after failure", "err", runErr)
+	}
+	// Whether ctx ended or a part failed, the drains get shutdown_timeout
+	// from here.
+	deadline, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownTimeout)
+	defer cancel()
+	for _, r := range run {
+		r.stop()
+		if err := r.group.Wait(); err != nil && err != runErr {
+			a.log.Warn("failed while stopping", "stage", r.name, "err", err)
+		}
+		if r.drain != nil {
+			if err := r.drain(deadline); err != nil {
+				a.log.Warn("drain", "stage", r.name, "err", err)
+			}
+		}
+		a.release(r.stage)
+	}
+	a.log.Info("stopped")
+	return runErr
+}
+
+// start runs the parts of s, each under its own name, on a context only
+// Run's stop sequence cancels: cancelling ctx starts that sequence, it does
+// not stop every part at once. A failing part reports to failed.
+func (a *App) start(ctx context.Context, s stage, failed chan<- error) *running {
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	r := &running{stage: s, stop: stop}
+	for _, p := range s.parts {
+		r.group.Go(func() error {
+			err := p.run(sctx)
+			if err == nil {
+				return nil
+			}
+			err = fmt.Errorf("%s: %w", p.name, err)
+			select {
+			case failed <- err:
+			default:
+			}
+			return err
+		})
+	}
+	return r
+}
+
+// Close releases the clients of an instance that is not running, in the
+// stop order: New calls it when it fails half-way, and callers that never
+// Run an App call it. Run releases them itself.
+func (a *App) Close() {
+	for _, s := range a.stages() {
+		a.release(s)
+	}
+}
+
+func (a *App) release(s stage) {
+	for _, c := range s.closers {
+		if err := c.close(); err != nil {
+			a.log.Warn(c.name, "err", err)
+		}
+	}
+}

@@ -1,0 +1,33 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flatline-dev/flatline/rebalance"
+)
+
+// ready answers /readyz: the instance can serve when Redis answers, the
+// layout is loaded and Kafka answers, whatever roles it runs.
+func (a *App) ready(ctx context.Context) error {
+	if err := a.Store.Ping(ctx); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	if a.Watcher.Current().Count == 0 {
+		return errors.New("layout not loaded")
+	}
+	return checkKafka(ctx, a.cfg)
+}
+
+// status answers /status: the same document as `flatline shards status
+// --json`, read from Redis, with this instance's id.
+func (a *App) status(ctx context.Context) (any, error) {
+	st, err := rebalance.ReadStatus(ctx, a.Store, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	st.Instance = a.id
+	return st, nil
+}
