@@ -8,7 +8,7 @@ import (
 	"github.com/flatline-dev/flatline/configs"
 )
 
-func newConfigCmd(g *globals) *cobra.Command {
+func newConfigCmd(r *rootOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Show or check the configuration",
@@ -23,7 +23,7 @@ func newConfigCmd(g *globals) *cobra.Command {
   FLATLINE_SCANNER_GRACE=50ms flatline config print`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.load(nil)
+			cfg, err := r.load(nil)
 			if err != nil {
 				return err
 			}
@@ -40,11 +40,11 @@ func newConfigCmd(g *globals) *cobra.Command {
 		Example: `  flatline config validate flatline.yaml`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file := g.configFile
+			file := r.configFile
 			if len(args) == 1 {
 				file = args[0]
 			}
-			if _, err := configs.Load(configs.LoadOptions{File: file, Env: osEnviron()}); err != nil {
+			if _, err := configs.Load(configs.LoadOptions{File: file, Env: r.env}); err != nil {
 				return err
 			}
 			name := file

@@ -8,7 +8,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/demo"
 )
 
-func newDevCmd(g *globals) *cobra.Command {
+func newDevCmd(r *rootOptions) *cobra.Command {
 	var o demo.DevOptions
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -19,8 +19,9 @@ and prints a live line per second: devices tracked, resets/s, timeouts/s, latene
 		Example: `  flatline dev
   flatline dev --devices 20000 --timeout 2s`,
 		Args: cobra.NoArgs,
+		// RunDev validates o (DevOptions.Validate) before it starts anything.
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return demo.RunDev(cmd.Context(), o, cmd.OutOrStdout(), g.stderr, g.logLevel)
+			return demo.RunDev(cmd.Context(), o, cmd.OutOrStdout(), r.stderr, r.logLevel)
 		},
 	}
 	f := cmd.Flags()

@@ -4,5 +4,5 @@ package main
 import "os"
 
 func main() {
-	os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(execute(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }

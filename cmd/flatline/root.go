@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,32 +17,35 @@ import (
 	"github.com/flatline-dev/flatline/shard"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..."; the
+// linker can only set a package-level variable.
 var version = "dev"
 
-// globals are the options every command takes.
-type globals struct {
+// rootOptions are the persistent flags and what the process was started
+// with. execute builds one per run and hands it to every command's builder,
+// so commands share nothing through package state.
+type rootOptions struct {
 	configFile string
 	logLevel   string
-	stdout     io.Writer
+	env        []string // the process environment, for FLATLINE_* variables
 	stderr     io.Writer
 }
 
 // load reads the configuration: defaults < file < FLATLINE_* env < flags.
-func (g *globals) load(set map[string]string) (*configs.Config, error) {
+func (r *rootOptions) load(set map[string]string) (*configs.Config, error) {
 	if set == nil {
 		set = map[string]string{}
 	}
-	if g.logLevel != "" {
-		set["log.level"] = g.logLevel
+	if r.logLevel != "" {
+		set["log.level"] = r.logLevel
 	}
-	return configs.Load(configs.LoadOptions{File: g.configFile, Env: os.Environ(), Set: set})
+	return configs.Load(configs.LoadOptions{File: r.configFile, Env: r.env, Set: set})
 }
 
 // connect loads the configuration and opens the Redis store; close it with
 // the returned func.
-func (g *globals) connect(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
-	cfg, err := g.load(nil)
+func (r *rootOptions) connect(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
+	cfg, err := r.load(nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -54,31 +56,27 @@ func (g *globals) connect(ctx context.Context) (*configs.Config, *shard.Store, f
 	return cfg, store, func() { _ = rdb.Close() }, nil
 }
 
-func (g *globals) logger(cfg *configs.Config) *slog.Logger {
-	return logging.New(cfg.Log, g.stderr)
+func (r *rootOptions) logger(cfg *configs.Config) *slog.Logger {
+	return logging.New(cfg.Log, r.stderr)
 }
 
-func execute(args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: stderr}
-	root := newRootCmd(g)
+// execute runs one command line and returns the exit code. An error reaches
+// the terminal as one line: cobra prints neither it nor the usage.
+func execute(args, env []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(&rootOptions{env: env, stderr: stderr})
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
-		if !errors.Is(err, errSilent) {
-			fmt.Fprintf(stderr, "flatline: %v\n", err)
-		}
+		fmt.Fprintf(stderr, "flatline: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-// errSilent marks an error already reported to the user.
-var errSilent = errors.New("reported")
-
-func newRootCmd(g *globals) *cobra.Command {
+func newRootCmd(r *rootOptions) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "flatline",
 		Short: "flatline tells you, within a fraction of a second, that a device went silent",
@@ -94,22 +92,22 @@ Start with 'flatline dev' for a zero-setup demo.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.PersistentFlags().StringVar(&g.configFile, "config", "", "configuration file (YAML); FLATLINE_* environment variables override it")
-	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "", "log level: debug, info, warn, error (overrides log.level)")
+	root.PersistentFlags().StringVar(&r.configFile, "config", "", "configuration file (YAML); FLATLINE_* environment variables override it")
+	root.PersistentFlags().StringVar(&r.logLevel, "log-level", "", "log level: debug, info, warn, error (overrides log.level)")
 	root.AddCommand(
-		newServeCmd(g),
-		newDevCmd(g),
-		newSimulateCmd(g),
-		newTailCmd(g),
-		newShardsCmd(g),
-		newDeviceCmd(g),
-		newConfigCmd(g),
-		newVersionCmd(g),
+		newServeCmd(r),
+		newDevCmd(r),
+		newSimulateCmd(r),
+		newTailCmd(r),
+		newShardsCmd(r),
+		newDeviceCmd(r),
+		newConfigCmd(r),
+		newVersionCmd(),
 	)
 	return root
 }
 
-func newVersionCmd(g *globals) *cobra.Command {
+func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
 		Short:   "Print the version",

@@ -1,13 +1,21 @@
 package main
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/internal/app"
 )
 
-func newServeCmd(g *globals) *cobra.Command {
-	var roles string
+// serveOptions are the flags of `flatline serve`. They override
+// configuration keys, so the configuration validates them (naming the key).
+type serveOptions struct {
+	roles string
+}
+
+func newServeCmd(r *rootOptions) *cobra.Command {
+	var o serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the service: ingest, scanners, dispatch and the HTTP endpoints",
@@ -16,25 +24,29 @@ func newServeCmd(g *globals) *cobra.Command {
   flatline serve --roles ingest      # scale ingest and scanning separately`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			set := map[string]string{}
-			if roles != "" {
-				set["roles"] = roles
-			}
-			cfg, err := g.load(set)
-			if err != nil {
-				return err
-			}
-			log := g.logger(cfg)
-			for _, w := range cfg.Warnings {
-				log.Warn(w)
-			}
-			a, err := app.New(cmd.Context(), *cfg, log, app.Hooks{})
-			if err != nil {
-				return err
-			}
-			return a.Run(cmd.Context())
+			return o.run(cmd.Context(), r)
 		},
 	}
-	cmd.Flags().StringVar(&roles, "roles", "", "comma-separated parts to run: ingest, scanner (default both; config key roles)")
+	cmd.Flags().StringVar(&o.roles, "roles", "", "comma-separated parts to run: ingest, scanner (default both; config key roles)")
 	return cmd
+}
+
+func (o *serveOptions) run(ctx context.Context, r *rootOptions) error {
+	set := map[string]string{}
+	if o.roles != "" {
+		set["roles"] = o.roles
+	}
+	cfg, err := r.load(set)
+	if err != nil {
+		return err
+	}
+	log := r.logger(cfg)
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+	a, err := app.New(ctx, *cfg, log, app.Hooks{})
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
 }

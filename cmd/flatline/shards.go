@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,47 +13,75 @@ import (
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
-func newShardsCmd(g *globals) *cobra.Command {
+func newShardsCmd(r *rootOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shards",
 		Short: "Inspect and scale the shard layout",
 		Example: `  flatline shards status
   flatline shards scale --to 32`,
 	}
-	var asJSON bool
-	status := &cobra.Command{
+	cmd.AddCommand(newStatusCmd(r), newScaleCmd(r))
+	return cmd
+}
+
+// statusOptions are the flags of `flatline shards status`.
+type statusOptions struct {
+	json bool
+}
+
+func newStatusCmd(r *rootOptions) *cobra.Command {
+	var o statusOptions
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the layout, per-shard size, next deadline, owner and migration progress",
 		Example: `  flatline shards status
   flatline shards status --json | jq .migration`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, store, closeStore, err := g.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			st, err := rebalance.ReadStatus(cmd.Context(), store, time.Now())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
-			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
+			return o.run(cmd.Context(), r, cmd.OutOrStdout())
 		},
 	}
-	status.Flags().BoolVar(&asJSON, "json", false, "print the /status JSON document")
-	cmd.AddCommand(status, newScaleCmd(g))
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the /status JSON document")
 	return cmd
 }
 
-func newScaleCmd(g *globals) *cobra.Command {
-	var to int
-	var yes bool
+func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) error {
+	_, store, closeStore, err := r.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	st, err := rebalance.ReadStatus(ctx, store, time.Now())
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(out, st)
+	return nil
+}
+
+// scaleOptions are the flags of `flatline shards scale`.
+type scaleOptions struct {
+	to    int
+	toSet bool // --to was given: no default count is safe to scale to
+	yes   bool
+}
+
+// Validate checks what can be checked without Redis; whether --to may
+// follow the current layout is rebalance.CheckScale's to say.
+func (o *scaleOptions) Validate() error {
+	if !o.toSet {
+		return fmt.Errorf("--to is required: the new shard count (double or half the current one)")
+	}
+	return nil
+}
+
+func newScaleCmd(r *rootOptions) *cobra.Command {
+	var o scaleOptions
 	cmd := &cobra.Command{
 		Use:   "scale --to N",
 		Short: "Double (or halve) the shard count without moving data up front",
@@ -64,52 +93,58 @@ layout by itself. Follow it with 'flatline shards status'.`,
   flatline shards scale --to 32 --yes     # no confirmation prompt`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("to") {
-				return fmt.Errorf("--to is required: the new shard count (double or half the current one)")
-			}
-			_, store, closeStore, err := g.connect(cmd.Context())
-			if err != nil {
+			o.toSet = cmd.Flags().Changed("to")
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			defer closeStore()
-			cur, ok, err := store.Layout(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return fmt.Errorf("no layout stored yet: start 'flatline serve' once first")
-			}
-			if err := rebalance.CheckScale(cur, to); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if !yes {
-				verb := "double"
-				if to < cur.Count {
-					verb = "halve"
-				}
-				fmt.Fprintf(out, "This will %s the shards: %d -> %d (layout epoch %d).\n", verb, cur.Count, to, cur.Epoch)
-				fmt.Fprintln(out, "Nothing is copied now; scanners check both shards until the sweep finalizes the layout.")
-				fmt.Fprint(out, "Proceed? [y/N] ")
-				var answer string
-				_, _ = fmt.Fscanln(cmd.InOrStdin(), &answer)
-				if answer != "y" && answer != "Y" && answer != "yes" {
-					return fmt.Errorf("scale cancelled")
-				}
-			}
-			start := time.Now()
-			l, err := rebalance.Scale(cmd.Context(), store, to, time.Now())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "layout is now {count: %d, previous: %d, epoch: %d} (%s); the sweep finalizes it by itself\n",
-				l.Count, l.Previous, l.Epoch, time.Since(start).Round(time.Millisecond))
-			return nil
+			return o.run(cmd.Context(), r, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().IntVar(&to, "to", 0, "the new shard count: double or half the current one")
-	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().IntVar(&o.to, "to", 0, "the new shard count: double or half the current one")
+	cmd.Flags().BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 	return cmd
+}
+
+func (o *scaleOptions) run(ctx context.Context, r *rootOptions, in io.Reader, out io.Writer) error {
+	_, store, closeStore, err := r.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	// Checked here as well as in rebalance.Scale so the prompt can name the
+	// current layout, and a refused scale asks nothing.
+	cur, ok, err := store.Layout(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("no layout stored yet: start 'flatline serve' once first")
+	}
+	if err := rebalance.CheckScale(cur, o.to); err != nil {
+		return err
+	}
+	if !o.yes {
+		verb := "double"
+		if o.to < cur.Count {
+			verb = "halve"
+		}
+		fmt.Fprintf(out, "This will %s the shards: %d -> %d (layout epoch %d).\n", verb, cur.Count, o.to, cur.Epoch)
+		fmt.Fprintln(out, "Nothing is copied now; scanners check both shards until the sweep finalizes the layout.")
+		fmt.Fprint(out, "Proceed? [y/N] ")
+		var answer string
+		_, _ = fmt.Fscanln(in, &answer)
+		if answer != "y" && answer != "Y" && answer != "yes" {
+			return fmt.Errorf("scale cancelled")
+		}
+	}
+	start := time.Now()
+	l, err := rebalance.Scale(ctx, store, o.to, start)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "layout is now {count: %d, previous: %d, epoch: %d} (%s); the sweep finalizes it by itself\n",
+		l.Count, l.Previous, l.Epoch, time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 func printStatus(w io.Writer, st rebalance.Status) {

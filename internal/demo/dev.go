@@ -27,11 +27,19 @@ type DevOptions struct {
 	HTTPAddr string
 }
 
+// Validate checks the options; the error names the flags of `flatline dev`.
+func (o DevOptions) Validate() error {
+	if o.Devices < 1 || o.Interval <= 0 || o.Timeout < time.Second || o.Silent < 0 || o.Silent > 1 {
+		return fmt.Errorf("dev: want --devices ≥ 1, --interval > 0, --timeout ≥ 1s and --silent within [0, 1]")
+	}
+	return nil
+}
+
 // RunDev runs the zero-setup demo: embedded Kafka, a Redis, one flatline
 // instance and a simulated fleet, printing a live line per second to out.
 func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel string) error {
-	if o.Devices < 1 || o.Interval <= 0 || o.Timeout < time.Second || o.Silent < 0 || o.Silent > 1 {
-		return fmt.Errorf("dev: want --devices ≥ 1, --interval > 0, --timeout ≥ 1s and --silent within [0, 1]")
+	if err := o.Validate(); err != nil {
+		return err
 	}
 	if o.Duration > 0 {
 		var cancel context.CancelFunc

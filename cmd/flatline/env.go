@@ -1,5 +1,0 @@
-package main
-
-import "os"
-
-func osEnviron() []string { return os.Environ() }
