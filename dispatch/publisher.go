@@ -196,7 +196,7 @@ func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, over
 // override from overrides, else its class's, else the default) and its
 // class name.
 func (p *Publisher) resolve(id string, score float64, overrides map[string]int64) (deadlineMs, timeoutMs int64, className string) {
-	deadlineMs, meta := shard.Decode(score)
+	deadlineMs, meta := shard.DecodeScore(score)
 	if meta.Has(shard.FlagPadded) {
 		deadlineMs -= p.padMs
 	}

@@ -104,7 +104,7 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 			for _, m := range ms {
 				if home := l.ShardOf(shard.Hash(m.ID)); home != i {
 					found++
-					if d, _ := shard.Decode(m.Score); d > soon {
+					if d, _ := shard.DecodeScore(m.Score); d > soon {
 						byHome[home] = append(byHome[home], m)
 					}
 				}

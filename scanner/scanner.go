@@ -446,7 +446,7 @@ func (sc *shardScanner) arm(next *shard.Member, upTo int64) {
 		return
 	}
 	s := sc.s
-	deadline, _ := shard.Decode(next.Score)
+	deadline, _ := shard.DecodeScore(next.Score)
 	fireAt := deadline + s.cfg.Grace.Milliseconds()
 	now := s.opts.Now().UnixMilli()
 	if fireAt <= now {

@@ -8,9 +8,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Heartbeat registers instance id as alive at nowMs and drops instances not
-// heard from since staleBeforeMs. It returns the live instances, sorted.
-func (s *Store) Heartbeat(ctx context.Context, id string, nowMs, staleBeforeMs int64) ([]string, error) {
+// RegisterInstance registers instance id as alive at nowMs, or renews its
+// registration, and drops instances not registered since staleBeforeMs. It
+// returns the live instances, sorted. (Instances register, devices beat: an
+// instance stays live while its leaser keeps registering it every round.)
+func (s *Store) RegisterInstance(ctx context.Context, id string, nowMs, staleBeforeMs int64) ([]string, error) {
 	key := s.keys.Instances()
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZAdd(ctx, key, redis.Z{Score: float64(nowMs), Member: id})
@@ -25,8 +27,15 @@ func (s *Store) Heartbeat(ctx context.Context, id string, nowMs, staleBeforeMs i
 	return live, nil
 }
 
-// Deregister removes instance id from the live set.
-func (s *Store) Deregister(ctx context.Context, id string) error {
+// Heartbeat is RegisterInstance.
+//
+// Deprecated: use RegisterInstance; "heartbeat" is what devices send.
+func (s *Store) Heartbeat(ctx context.Context, id string, nowMs, staleBeforeMs int64) ([]string, error) {
+	return s.RegisterInstance(ctx, id, nowMs, staleBeforeMs)
+}
+
+// DeregisterInstance removes instance id from the live set.
+func (s *Store) DeregisterInstance(ctx context.Context, id string) error {
 	return s.rdb.ZRem(ctx, s.keys.Instances(), id).Err()
 }
 

@@ -85,7 +85,7 @@ func (s *Store) Next(ctx context.Context, i int) (Member, bool, error) {
 func (s *Store) OverridesOf(ctx context.Context, i int, ms []Member) (map[string]int64, error) {
 	var ids []string
 	for _, m := range ms {
-		if _, meta := Decode(m.Score); meta.Has(FlagOverride) {
+		if _, meta := DecodeScore(m.Score); meta.Has(FlagOverride) {
 			ids = append(ids, m.ID)
 		}
 	}
