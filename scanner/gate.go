@@ -48,8 +48,11 @@ func (g *Gate) Watermark() int64 { return g.wm.Load() }
 
 // UpTo is the latest deadline (Unix ms) that may fire now:
 // min(now, watermark) − grace.
-func (g *Gate) UpTo() int64 {
-	t := g.now().UnixMilli()
+func (g *Gate) UpTo() int64 { return g.upTo(g.now()) }
+
+// upTo is UpTo by the clock of the caller (the scanner's Options.Now).
+func (g *Gate) upTo(now time.Time) int64 {
+	t := now.UnixMilli()
 	if wm := g.wm.Load(); wm < t {
 		t = wm
 	}

@@ -65,10 +65,10 @@ func (sc *shardScanner) stop() {
 // for its next deadline.
 func (sc *shardScanner) pass() {
 	sc.pending.Store(false)
-	if sc.stopped.Load() || time.Now().Before(sc.failUntil) {
+	s := sc.s
+	if sc.stopped.Load() || s.opts.Now().Before(sc.failUntil) {
 		return
 	}
-	s := sc.s
 	ctx := s.dispatchCtx
 	batch := s.cfg.BatchSize
 	// Pops are gathered into groups of up to groupPops×batch_size members:
@@ -86,7 +86,7 @@ func (sc *shardScanner) pass() {
 	windows := 1 // pops read per round trip: more once pops come back full
 	for !sc.stopped.Load() {
 		sc.forgetDone()
-		upTo := s.opts.Gate.UpTo()
+		upTo := s.opts.Gate.upTo(s.opts.Now())
 		limit := shard.MaxScore(upTo)
 		sc.order.RLock()
 		sc.mu.Lock()
@@ -105,7 +105,7 @@ func (sc *shardScanner) pass() {
 			if ctx.Err() == nil {
 				s.scanFailed(sc.id, err)
 				sc.backoff = min(max(2*sc.backoff, s.cfg.Interval), 2*time.Second)
-				sc.failUntil = time.Now().Add(sc.backoff)
+				sc.failUntil = s.opts.Now().Add(sc.backoff)
 			}
 			return // a tick after the backoff retries
 		}
@@ -262,7 +262,7 @@ func (sc *shardScanner) arm(next *shard.Member, upTo int64) {
 		sc.timer.Stop()
 	}
 	sc.timerAt = fireAt
-	d := time.Until(time.UnixMilli(fireAt))
+	d := time.Duration(fireAt-now) * time.Millisecond
 	sc.timer = time.AfterFunc(d, func() {
 		// A deadline that is due by the clock waits for the watermark:
 		// mark it held so the gate's next advance wakes this shard.

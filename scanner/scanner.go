@@ -47,14 +47,25 @@ type Options struct {
 	Layout     LayoutSource
 	Metrics    *metrics.Metrics
 	Log        *slog.Logger
-	Now        func() time.Time
+	// Now is the clock that decides what is due, when a shard's next
+	// deadline is and how long a failing shard waits; nil means time.Now.
+	Now func() time.Time
 	// RecoveryWindow is how long fired devices are remembered as down (for
 	// recovered events), at least MinDownMemory.
 	RecoveryWindow time.Duration
 	// MinDownMemory overrides DefaultMinDownMemory (tests).
 	MinDownMemory time.Duration
-	Hooks         Hooks
+	// DrainTimeout bounds how long Run, once its ctx is cancelled, waits for
+	// the batches in flight to be acknowledged and removed before it
+	// cancels them; what is left stays in Redis for the shard's next owner.
+	// Default: DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	Hooks        Hooks
 }
+
+// DefaultDrainTimeout is the drain bound of a Scanner without DrainTimeout:
+// the default shutdown_timeout.
+const DefaultDrainTimeout = 10 * time.Second
 
 // Scanner runs the scanners of the shards this instance owns.
 type Scanner struct {
@@ -66,11 +77,12 @@ type Scanner struct {
 	shards  map[int]*shardScanner
 	retired map[int]*shardScanner // stopped, maybe with batches still out
 
-	// dispatchCtx outlives the run context so in-flight batches finish on
-	// shutdown; it is cancelled when the drain deadline passes.
-	dispatchCtx    context.Context
-	cancelDispatch context.CancelFunc
-	inflight       sync.WaitGroup
+	// dispatchCtx is Run's context without its cancellation, so batches in
+	// flight finish after Run's ctx is cancelled; Run cancels it once the
+	// drain deadline passes. Run sets it before it starts the scheduler,
+	// and only scheduled passes (and the dispatches they start) read it.
+	dispatchCtx context.Context
+	inflight    sync.WaitGroup
 
 	failing atomic.Bool // scans fail (Redis unreachable); logged once per outage
 }
@@ -90,17 +102,23 @@ func (s *Scanner) scanSucceeded() {
 	}
 }
 
-// New returns a scanner; call SetShards to choose which shards it scans.
+// New returns a scanner; call SetShards to choose which shards it scans
+// and Run to run it.
 func New(cfg Config, opts Options) (*Scanner, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
 	}
 	sched, err := gocron.NewScheduler()
 	if err != nil {
 		return nil, fmt.Errorf("create scheduler: %w", err)
 	}
 	s := &Scanner{cfg: cfg, opts: opts, sched: sched, shards: make(map[int]*shardScanner), retired: make(map[int]*shardScanner)}
-	s.dispatchCtx, s.cancelDispatch = context.WithCancel(context.Background())
 	opts.Gate.OnAdvance(s.onWatermark)
 	return s, nil
 }
@@ -186,32 +204,42 @@ func (s *Scanner) onWatermark(wm int64) {
 	}
 }
 
-// Run starts the scanners and stops them when ctx is cancelled: no new pass
-// starts, in-flight batches get until drain's deadline to be acknowledged
-// and removed, then the rest stays in Redis for the next owner.
+// Run scans the shards set by SetShards until ctx is cancelled, then stops
+// them: no new pass starts, and the batches in flight get DrainTimeout to be
+// acknowledged by Kafka and removed from their shards; the rest stays in
+// Redis for the shard's next owner. Run returns only once every dispatch it
+// started has, so the Dispatcher may be closed after it. Call it once.
 func (s *Scanner) Run(ctx context.Context) error {
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	s.dispatchCtx = dctx
 	s.sched.Start()
 	<-ctx.Done()
+	s.stopAll(cancel)
 	return nil
 }
 
-// Shutdown stops scanning and waits for in-flight batches until drainCtx
-// is done. Call after Run returned.
-func (s *Scanner) Shutdown(drainCtx context.Context) error {
+// stopAll stops every shard's pass, then waits for the batches in flight
+// until DrainTimeout has passed, and after that for their cancellation.
+// A scheduler that does not stop in time is logged, not returned: the
+// batches are drained either way.
+func (s *Scanner) stopAll(cancelDispatch context.CancelFunc) {
 	s.mu.Lock()
 	for _, sc := range s.shards {
 		sc.stop()
 	}
 	s.mu.Unlock()
-	err := s.sched.Shutdown()
+	if err := s.sched.Shutdown(); err != nil {
+		s.opts.Log.Warn("scanner shutdown", "err", err)
+	}
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
+	t := time.NewTimer(s.opts.DrainTimeout)
+	defer t.Stop()
 	select {
 	case <-done:
-	case <-drainCtx.Done():
-		s.cancelDispatch()
+	case <-t.C:
+		cancelDispatch()
 		<-done
 	}
-	s.cancelDispatch()
-	return err
 }

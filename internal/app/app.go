@@ -155,7 +155,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
 			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: log,
 			RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
-			Hooks: hooks.Scanner,
+			DrainTimeout: cfg.ShutdownTimeout, Hooks: hooks.Scanner,
 		})
 		if err != nil {
 			a.Close()
@@ -292,17 +292,10 @@ func (a *App) Run(ctx context.Context) error {
 	case runErr = <-failed:
 		a.log.Error("stopping after failure", "err", runErr)
 	}
-	deadline, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
-	defer cancel()
 	stopIngest()
 	ing.Wait()
 	stopScan()
-	scan.Wait()
-	if a.Scanner != nil {
-		if err := a.Scanner.Shutdown(deadline); err != nil {
-			a.log.Warn("scanner shutdown", "err", err)
-		}
-	}
+	scan.Wait() // the scanner's Run drains its in-flight batches before it returns
 	stopLeases()
 	leases.Wait()
 	if a.Ingest != nil {
