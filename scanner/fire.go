@@ -4,8 +4,15 @@ import (
 	"context"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 )
+
+// ackedBackoff paces the retries of what follows Kafka's acknowledgement
+// of a group (its removal, its raced recoveries, its other copies): they
+// must reach Redis, or the group fires again, so they are retried until
+// Run's drain ends them.
+var ackedBackoff = retry.Backoff{Min: 10 * time.Millisecond, Max: 2 * time.Second}
 
 // dispatch hands a batch to dispatch in its own goroutine, removes the
 // members once Kafka acknowledged them, and releases them from the in-flight
@@ -55,7 +62,7 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
 		sc.order.Lock()
 		var raced []shard.Raced
-		removed, err := retry(ctx, func() (n int, err error) {
+		removed, err := retry.Value(ctx, ackedBackoff, nil, func() (n int, err error) {
 			n, raced, err = s.opts.Store.Fired(ctx, sc.id, fire, prune)
 			return n, err
 		})
@@ -66,12 +73,12 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 			return
 		}
 		if len(raced) > 0 && s.opts.RecoveryWindow > 0 {
-			if _, err := retry(ctx, func() (struct{}, error) { return struct{}{}, sc.reportRaced(ctx, raced) }); err != nil {
+			if err := retry.Do(ctx, ackedBackoff, nil, func() error { return sc.reportRaced(ctx, raced) }); err != nil {
 				return
 			}
 		}
 		if len(others) > 0 {
-			if _, err := retry(ctx, func() (struct{}, error) { return struct{}{}, sc.removeOthers(ctx, others) }); err != nil {
+			if err := retry.Do(ctx, ackedBackoff, nil, func() error { return sc.removeOthers(ctx, others) }); err != nil {
 				return
 			}
 		}
@@ -160,24 +167,5 @@ func (sc *shardScanner) release(batch []shard.Member) {
 	sc.mu.Unlock()
 	if sc.starved.Swap(false) {
 		sc.wake() // the last pass stopped at max_inflight: go on draining
-	}
-}
-
-// retry runs fn with exponential backoff until it succeeds or ctx ends.
-func retry[T any](ctx context.Context, fn func() (T, error)) (T, error) {
-	backoff := 10 * time.Millisecond
-	for {
-		v, err := fn()
-		if err == nil || ctx.Err() != nil {
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return v, ctx.Err()
-		case <-time.After(backoff):
-		}
-		if backoff < 2*time.Second {
-			backoff *= 2
-		}
 	}
 }

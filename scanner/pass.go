@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -22,9 +23,10 @@ type shardScanner struct {
 	order   sync.RWMutex   // reads of the shard vs. removal + release of a group
 	pending atomic.Bool    // a wake-up is queued
 	starved atomic.Bool    // the last pass stopped at max_inflight
-	// After a failed scan the shard waits backoff (doubling up to 2 s)
-	// before it scans again; only its own pass goroutine touches these.
-	backoff   time.Duration
+	// After a failed scan the shard waits backoff (from scanner.interval,
+	// doubling up to maxScanBackoff) before it scans again; only its own
+	// pass goroutine touches these.
+	backoff   retry.Backoff
 	failUntil time.Time
 	held      atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
 	stopped   atomic.Bool
@@ -104,13 +106,12 @@ func (sc *shardScanner) pass() {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.scanFailed(sc.id, err)
-				sc.backoff = min(max(2*sc.backoff, s.cfg.Interval), 2*time.Second)
-				sc.failUntil = s.opts.Now().Add(sc.backoff)
+				sc.failUntil = s.opts.Now().Add(sc.backoff.Next())
 			}
 			return // a tick after the backoff retries
 		}
-		sc.backoff = 0
-		s.scanSucceeded()
+		sc.backoff.Reset()
+		s.scans.Succeeded()
 		for _, ms := range reads {
 			full, next, err := sc.pop(ctx, &st, ms, limit)
 			if err != nil {
@@ -133,6 +134,10 @@ func (sc *shardScanner) pass() {
 
 // popsAhead is how many pops a draining pass reads per round trip.
 const popsAhead = 4
+
+// maxScanBackoff is the longest a shard whose reads fail waits before it
+// reads again.
+const maxScanBackoff = 2 * time.Second
 
 // passState is what one pass carries from pop to pop: the group being
 // gathered for dispatch and how many in-flight members its reads met.

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
 
 	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -84,22 +84,15 @@ type Scanner struct {
 	dispatchCtx context.Context
 	inflight    sync.WaitGroup
 
-	failing atomic.Bool // scans fail (Redis unreachable); logged once per outage
+	// scans is the outage of the shards' reads (Redis unreachable), one for
+	// all shards: they fail together.
+	scans retry.Outage
 }
 
 // scanFailed counts a failed scan and logs the start of an outage once.
 func (s *Scanner) scanFailed(id int, err error) {
 	s.opts.Metrics.ScanErrors.Inc()
-	if !s.failing.Swap(true) {
-		s.opts.Log.Warn("scanners paused: cannot read shards, retrying every interval", "shard", id, "err", err)
-	}
-}
-
-// scanSucceeded logs the end of an outage once.
-func (s *Scanner) scanSucceeded() {
-	if s.failing.Load() && s.failing.Swap(false) {
-		s.opts.Log.Info("scanners resumed")
-	}
+	s.scans.Failed(err, "shard", id)
 }
 
 // New returns a scanner; call SetShards to choose which shards it scans
@@ -119,6 +112,9 @@ func New(cfg Config, opts Options) (*Scanner, error) {
 		return nil, fmt.Errorf("create scheduler: %w", err)
 	}
 	s := &Scanner{cfg: cfg, opts: opts, sched: sched, shards: make(map[int]*shardScanner), retired: make(map[int]*shardScanner)}
+	s.scans.Log = opts.Log
+	s.scans.Down = "scanners paused: cannot read shards, retrying every interval"
+	s.scans.Up = "scanners resumed"
 	opts.Gate.OnAdvance(s.onWatermark)
 	return s, nil
 }
@@ -133,7 +129,8 @@ func (s *Scanner) SetShards(ids []int) error {
 		if _, ok := s.shards[id]; ok {
 			continue
 		}
-		sc := &shardScanner{s: s, id: id, inflight: make(map[string]bool)}
+		sc := &shardScanner{s: s, id: id, inflight: make(map[string]bool),
+			backoff: retry.Backoff{Min: min(s.cfg.Interval, maxScanBackoff), Max: maxScanBackoff}}
 		job, err := s.sched.NewJob(gocron.DurationJob(s.cfg.Interval), gocron.NewTask(sc.pass),
 			gocron.WithSingletonMode(gocron.LimitModeWait),
 			gocron.WithStartAt(gocron.WithStartImmediately()))
