@@ -5,10 +5,10 @@
 // Every Redis key flatline uses is built in keys.go; every multi-step
 // operation that must be atomic is a small Lua script under scripts/ loaded
 // with go:embed. The hot path is not: a reset is a plain ZADD GT (see
-// Store.Write for why that is safe). The
-// store works with a go-redis UniversalClient, so the same code serves a
-// standalone Redis and a Redis Cluster: each shard's keys share the hash tag
-// {i}, and a script only ever touches keys of one shard.
+// Store.Write for why that is safe). The store works with a go-redis
+// UniversalClient, so the same code serves a standalone Redis and a Redis
+// Cluster: each shard's keys share the hash tag {i}, and a script only ever
+// touches keys of one shard.
 //
 // Store's methods sit in a file per concern: write.go (the hot path),
 // read.go, fire.go (removing fired and stale members), migrate.go (moving
