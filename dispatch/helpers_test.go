@@ -3,9 +3,10 @@ package dispatch
 import (
 	"testing"
 
-	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 )
 
 func testKafkaConfig(brokers []string) kafkaconn.Config {

@@ -20,8 +20,8 @@ import (
 // takes everything queued, partitions it (murmur2 of the key, as Kafka's
 // Java client), and sends each leader one request holding all of its
 // partitions. While a request is out the next one fills, so batches grow
-// with the load and nothing waits for a timer. It replaces kafka-go's
-// Writer, which looks up metadata on every call and starts a goroutine, a
+// with the load and nothing waits for a timer. kafka-go's Writer is not
+// used because it looks up metadata on every call and starts a goroutine, a
 // timer and a preallocated batch for every partition a call touches.
 type producer struct {
 	client   *kafka.Client

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -14,11 +13,13 @@ import (
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
 const (
+	// A failed publish is retried after backoffMin, doubling to backoffMax.
 	backoffMin = 50 * time.Millisecond
 	backoffMax = 2 * time.Second
 
@@ -196,7 +197,7 @@ func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, over
 // override from overrides, else its class's, else the default) and its
 // class name.
 func (p *Publisher) resolve(id string, score float64, overrides map[string]int64) (deadlineMs, timeoutMs int64, className string) {
-	deadlineMs, meta := shard.Decode(score)
+	deadlineMs, meta := shard.DecodeScore(score)
 	if meta.Has(shard.FlagPadded) {
 		deadlineMs -= p.padMs
 	}
@@ -257,6 +258,7 @@ func (p *Publisher) Recovered(ctx context.Context, rs []Recovery) error {
 // keys and values may still be out, so on that path b is left to the GC.
 func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 	pending, deadlines := b.msgs, b.deadlines
+	backoff := retry.Backoff{Min: backoffMin, Max: backoffMax}
 	for attempt := 0; ; attempt++ {
 		err := p.prod.Send(ctx, pending)
 		ackedAt := p.now()
@@ -292,14 +294,16 @@ func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 		if p.m != nil {
 			p.m.PublishErrors.Inc()
 		}
-		delay := backoff(attempt)
+		// Jittered, so that instances hitting the same broker failure do
+		// not retry in lockstep.
+		delay := retry.Jitter(backoff.Next())
 		if ok, suppressed := p.errLog.Allow(ackedAt); ok {
 			p.log.Warn("publish failed, retrying", "kind", kind, "failed", failed, "attempt", attempt+1,
 				"retry_in", delay, "suppressed_since_last", suppressed, "err", err)
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if !retry.Sleep(ctx, delay) {
 			p.putBatch(b) // Send returned normally: nothing in flight
-			return err
+			return ctx.Err()
 		}
 	}
 }
@@ -334,25 +338,4 @@ func firstError(errs kafka.WriteErrors) error {
 		}
 	}
 	return nil
-}
-
-// backoff is 50ms doubling to 2s, with jitter so that instances hitting the
-// same broker failure do not retry in lockstep.
-func backoff(attempt int) time.Duration {
-	d := backoffMax
-	if attempt < 6 {
-		d = min(backoffMin<<attempt, backoffMax)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

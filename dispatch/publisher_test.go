@@ -13,13 +13,14 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/flatline-dev/flatline/internal/metrics"
-	"github.com/flatline-dev/flatline/internal/testenv"
-	"github.com/flatline-dev/flatline/shard"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/shard"
 )
 
 const (

@@ -8,9 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 )
 
 // Tail prints the events of the timeouts topic to w, one JSON value per

@@ -49,7 +49,7 @@ func GetDevice(ctx context.Context, store *shard.Store, policy *timeouts.Policy,
 	if bestShard >= 0 {
 		d.Tracked = true
 		d.Shard = bestShard
-		deadline, meta := shard.Decode(best)
+		deadline, meta := shard.DecodeScore(best)
 		if meta.Has(shard.FlagPadded) {
 			deadline -= pad.Milliseconds()
 		}
@@ -73,7 +73,7 @@ func GetDevice(ctx context.Context, store *shard.Store, policy *timeouts.Policy,
 			return Device{}, err
 		}
 		if ok {
-			ms, meta := shard.Decode(down)
+			ms, meta := shard.DecodeScore(down)
 			if meta.Has(shard.FlagPadded) {
 				ms -= pad.Milliseconds()
 			}

@@ -61,7 +61,7 @@ func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status,
 	for i := 0; i < n; i++ {
 		ss := ShardStatus{Shard: i, Size: sizes[i], Owner: owners[i]}
 		if m, ok, err := store.Next(ctx, i); err == nil && ok {
-			ss.NextDeadlineMs, _ = shard.Decode(m.Score)
+			ss.NextDeadlineMs, _ = shard.DecodeScore(m.Score)
 		}
 		st.Tracked += sizes[i]
 		st.Shards[i] = ss

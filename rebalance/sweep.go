@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -104,7 +105,7 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 			for _, m := range ms {
 				if home := l.ShardOf(shard.Hash(m.ID)); home != i {
 					found++
-					if d, _ := shard.Decode(m.Score); d > soon {
+					if d, _ := shard.DecodeScore(m.Score); d > soon {
 						byHome[home] = append(byHome[home], m)
 					}
 				}
@@ -127,12 +128,8 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 				break
 			}
 			cursor = next
-			if s.Pause > 0 {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(s.Pause):
-				}
+			if s.Pause > 0 && !retry.Sleep(ctx, s.Pause) {
+				return nil
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -132,7 +133,7 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 func (w *Watcher) Run(ctx context.Context) error {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
-	failing := false
+	outage := retry.Outage{Log: w.log, Down: "cannot read layout", Up: "layout readable again"}
 	for {
 		select {
 		case <-ctx.Done():
@@ -140,15 +141,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		if err := w.Refresh(ctx); err != nil {
-			if !failing && ctx.Err() == nil {
-				w.log.Warn("cannot read layout", "err", err)
+			if ctx.Err() == nil {
+				outage.Failed(err)
 			}
-			failing = true
 			continue
 		}
-		if failing {
-			w.log.Info("layout readable again")
-			failing = false
-		}
+		outage.Succeeded()
 	}
 }

@@ -14,4 +14,9 @@
 // firing instead of producing false timeouts. A member leaves its shard only
 // after Kafka acknowledged its event, and only if its score is unchanged, so
 // a reset racing a timeout is never lost.
+//
+// A file per goroutine kind: scanner.go holds the Scanner and its lifecycle,
+// pass.go a shard's pass (its gocron job), fire.go the goroutine that
+// publishes one group and removes it, migrate.go the two-shard rule of a
+// migrating layout, gate.go the watermark poller and lease.go the leaser.
 package scanner

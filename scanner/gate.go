@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -48,8 +49,11 @@ func (g *Gate) Watermark() int64 { return g.wm.Load() }
 
 // UpTo is the latest deadline (Unix ms) that may fire now:
 // min(now, watermark) − grace.
-func (g *Gate) UpTo() int64 {
-	t := g.now().UnixMilli()
+func (g *Gate) UpTo() int64 { return g.upTo(g.now()) }
+
+// upTo is UpTo by the clock of the caller (the scanner's Options.Now).
+func (g *Gate) upTo(now time.Time) int64 {
+	t := now.UnixMilli()
 	if wm := g.wm.Load(); wm < t {
 		t = wm
 	}
@@ -169,16 +173,14 @@ func (g *Gate) Run(ctx context.Context) error {
 	g.started = g.now()
 	t := time.NewTicker(g.poll)
 	defer t.Stop()
-	failing := false
+	outage := retry.Outage{Log: g.log, Down: "cannot read watermarks", Up: "watermarks readable again"}
 	for {
 		if err := g.Refresh(ctx); err != nil {
-			if !failing && ctx.Err() == nil {
-				g.log.Warn("cannot read watermarks", "err", err)
+			if ctx.Err() == nil {
+				outage.Failed(err)
 			}
-			failing = true
-		} else if failing {
-			failing = false
-			g.log.Info("watermarks readable again")
+		} else {
+			outage.Succeeded()
 		}
 		// Until the next poll, take what this process's ingest hands over.
 		for waiting := true; waiting; {

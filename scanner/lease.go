@@ -19,10 +19,10 @@ type LayoutSource interface {
 
 // Leaser decides which shards this instance scans. Each shard's scanner runs
 // under a Redis lease (SET NX PX, renewed by a compare-owner script), so at
-// most one instance scans a shard at a time. Instances register with a
-// heartbeat; each takes free leases while below its share and gives extra
-// ones up while above it, so shards spread evenly and a dead instance's
-// shards are taken over once its leases expire. The share is shards/live,
+// most one instance scans a shard at a time. Instances register every
+// round (shard.Store.RegisterInstance); each takes free leases while below
+// its share and gives extra ones up while above it, so shards spread evenly
+// and a dead instance's shards are taken over once its leases expire. The share is shards/live,
 // one more for the first shards%live instances by id, so counts differ by at
 // most one and add up to the shard count.
 type Leaser struct {
@@ -97,10 +97,10 @@ func (l *Leaser) Run(ctx context.Context) error {
 
 func (l *Leaser) round(ctx context.Context) {
 	now := l.now()
-	live, err := l.store.Heartbeat(ctx, l.id, now.UnixMilli(), now.Add(-l.ttl).UnixMilli())
+	live, err := l.store.RegisterInstance(ctx, l.id, now.UnixMilli(), now.Add(-l.ttl).UnixMilli())
 	if err != nil {
 		if ctx.Err() == nil {
-			l.log.Debug("instance heartbeat failed", "err", err)
+			l.log.Debug("instance registration failed", "err", err)
 			l.expire(now)
 		}
 		return
@@ -238,6 +238,6 @@ func (l *Leaser) releaseAll() {
 		delete(l.owned, id)
 		l.mu.Unlock()
 	}
-	_ = l.store.Deregister(ctx, l.id)
+	_ = l.store.DeregisterInstance(ctx, l.id)
 	l.log.Info("scanner leases released")
 }

@@ -68,8 +68,7 @@ func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, b
 	go func() { defer close(done); _ = sc.Run(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
-		_ = sc.Shutdown(ctx)
+		<-done // Run returned: its batches in flight are drained
 		_ = pub.Close()
 	})
 	return fired, m

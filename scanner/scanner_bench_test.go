@@ -55,18 +55,17 @@ func BenchmarkDrain(b *testing.B) {
 	cfg.Interval = time.Hour // passes run only when woken: one op = one drain
 	sc, err := scanner.New(cfg, scanner.Options{
 		Store: st, Dispatcher: disp, Gate: gate, Metrics: metrics.New(), Log: log,
-		Layout: fixedLayout{shard.Layout{Count: 1}},
+		Layout: fixedLayout{shard.Layout{Count: 1}}, DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	go func() { _ = sc.Run(runCtx) }()
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = sc.Run(runCtx) }()
 	defer func() {
 		stop()
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_ = sc.Shutdown(sctx)
+		<-ran
 	}()
 	if err := sc.SetShards([]int{0}); err != nil {
 		b.Fatal(err)

@@ -1,13 +1,20 @@
 // Package shard is flatline's Redis store: the sharded deadline sets, the
-// layout, the watermarks, the leases and the class registry.
+// layout, the watermarks, the leases, the live instances and the class
+// registry.
 //
 // Every Redis key flatline uses is built in keys.go; every multi-step
 // operation that must be atomic is a small Lua script under scripts/ loaded
 // with go:embed. The hot path is not: a reset is a plain ZADD GT (see
-// Store.Write for why that is safe). The
-// store works with a go-redis UniversalClient, so the same code serves a
-// standalone Redis and a Redis Cluster: each shard's keys share the hash tag
-// {i}, and a script only ever touches keys of one shard.
+// Store.Write for why that is safe). The store works with a go-redis
+// UniversalClient, so the same code serves a standalone Redis and a Redis
+// Cluster: each shard's keys share the hash tag {i}, and a script only ever
+// touches keys of one shard.
+//
+// Store's methods sit in a file per concern: write.go (the hot path),
+// read.go, fire.go (removing fired and stale members), migrate.go (moving
+// members between shards), layout.go, watermarks.go, classes.go, leases.go
+// and instances.go; store.go holds the type, the scripts and the pipeline
+// helpers they share.
 //
 // shard imports no other stage: ingest writes through it, scanner reads and
 // acknowledges through it, rebalance owns the layout it stores.

@@ -47,7 +47,7 @@ func (k Keys) Layout() string { return k.prefix + ":layout" }
 func (k Keys) Watermarks() string { return k.prefix + ":watermarks" }
 
 // Instances is the ZSET of live instances: member = instance id, score = the
-// Unix ms of its last registration heartbeat.
+// Unix ms of its last registration (see Store.RegisterInstance).
 func (k Keys) Instances() string { return k.prefix + ":instances" }
 
 // Classes is the HASH registry of device classes: "n:<name>" -> id and

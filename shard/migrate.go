@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -116,43 +115,6 @@ func (s *Store) MoveDown(ctx context.Context, from, to int, ms []Member) (int, e
 		return 0, fmt.Errorf("remove moved down entries from shard %d: %w", from, err)
 	}
 	return len(vals) / 2, nil
-}
-
-// SeeLayout records that instance loaded layout epoch at nowMs.
-func (s *Store) SeeLayout(ctx context.Context, instance string, epoch, nowMs int64) error {
-	return s.rdb.HSet(ctx, s.keys.LayoutSeen(), instance, strconv.FormatInt(epoch, 10)+":"+strconv.FormatInt(nowMs, 10)).Err()
-}
-
-// Seen is one instance's layout acknowledgement.
-type Seen struct {
-	Epoch int64
-	AtMs  int64
-}
-
-// LayoutSeen returns every instance's last layout acknowledgement and drops
-// the ones older than staleBeforeMs (instances that are gone).
-func (s *Store) LayoutSeen(ctx context.Context, staleBeforeMs int64) (map[string]Seen, error) {
-	m, err := s.rdb.HGetAll(ctx, s.keys.LayoutSeen()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read layout acknowledgements: %w", err)
-	}
-	out := make(map[string]Seen, len(m))
-	var gone []string
-	for id, v := range m {
-		e, at, _ := strings.Cut(v, ":")
-		var sn Seen
-		sn.Epoch, _ = strconv.ParseInt(e, 10, 64)
-		sn.AtMs, _ = strconv.ParseInt(at, 10, 64)
-		if sn.AtMs < staleBeforeMs {
-			gone = append(gone, id)
-			continue
-		}
-		out[id] = sn
-	}
-	if len(gone) > 0 {
-		s.rdb.HDel(ctx, s.keys.LayoutSeen(), gone...)
-	}
-	return out, nil
 }
 
 // Progress is the sweeper's account of a migration.

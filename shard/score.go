@@ -51,11 +51,16 @@ func Score(deadlineMs int64, m Meta) float64 {
 	return float64(rel<<MetaBits | int64(m&metaMask))
 }
 
-// Decode splits a score into its deadline (Unix ms) and meta.
-func Decode(score float64) (deadlineMs int64, m Meta) {
+// DecodeScore splits a score into its deadline (Unix ms) and meta.
+func DecodeScore(score float64) (deadlineMs int64, m Meta) {
 	v := int64(score)
 	return v>>MetaBits + Epoch, Meta(v & metaMask)
 }
+
+// Decode is DecodeScore.
+//
+// Deprecated: use DecodeScore, which does not read as a message decoder.
+func Decode(score float64) (deadlineMs int64, m Meta) { return DecodeScore(score) }
 
 // MaxScore is the largest score whose deadline is at or before t (Unix ms).
 func MaxScore(t int64) float64 {

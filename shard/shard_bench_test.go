@@ -66,7 +66,7 @@ func BenchmarkScore(b *testing.B) {
 		s := shard.Score(deadline, m)
 		var sink int64
 		for b.Loop() {
-			d, meta := shard.Decode(s)
+			d, meta := shard.DecodeScore(s)
 			sink += d + int64(meta)
 		}
 		_ = sink

@@ -25,7 +25,7 @@ func TestScoreRoundTrip(t *testing.T) {
 			flags |= shard.FlagPadded
 		}
 		m := shard.NewMeta(int(class)%(shard.MaxClassID+1), flags)
-		d, got := shard.Decode(shard.Score(deadline, m))
+		d, got := shard.DecodeScore(shard.Score(deadline, m))
 		return d == deadline && got == m
 	}
 	if err := quick.Check(f, &quick.Config{MaxCount: 10000}); err != nil {

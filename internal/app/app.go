@@ -105,7 +105,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
 			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: log,
 			RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
-			Hooks: hooks.Scanner,
+			DrainTimeout: cfg.ShutdownTimeout, Hooks: hooks.Scanner,
 		})
 		if err != nil {
 			return err

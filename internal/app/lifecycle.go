@@ -21,19 +21,19 @@ type closer struct {
 	close func() error
 }
 
-// stage is a set of parts that stop together. Once they all returned, drain
-// waits (within shutdown_timeout) for the work they handed off, then the
-// closers release what no later stage needs.
+// stage is a set of parts that stop together. Once they all returned (a
+// part's Run returns only when its own work is done: the scanner's after
+// its in-flight batches drained, within shutdown_timeout), the closers
+// release what no later stage needs.
 type stage struct {
 	name    string
 	parts   []part
-	drain   func(deadline context.Context) error
 	closers []closer
 }
 
 // stages declares the stop order; it is written nowhere else. Run starts the
 // stages in the reverse order (ingest last) and stops them one after the
-// other, each once the one before it has stopped, drained and released.
+// other, each once the one before it has stopped and released.
 // Close releases in the same order. A part the roles leave out leaves its
 // stage with less to do; it never moves a stage.
 func (a *App) stages() []stage {
@@ -46,9 +46,6 @@ func (a *App) stages() []stage {
 	scanners, leases := stage{name: "scanners"}, stage{name: "leases"}
 	if a.Scanner != nil {
 		scanners.parts = []part{{"scanner", a.Scanner.Run}}
-		// Scanner.Run returning only stops new passes; Shutdown, the one
-		// place it is called, waits for the batches in flight (stage 2).
-		scanners.drain = a.Scanner.Shutdown
 		leases.parts = []part{{"leaser", a.Leaser.Run}}
 	}
 	producers := stage{name: "producers"}
@@ -130,19 +127,10 @@ func (a *App) Run(ctx context.Context) error {
 	case runErr = <-failed:
 		a.log.Error("stopping after failure", "err", runErr)
 	}
-	// Whether ctx ended or a part failed, the drains get shutdown_timeout
-	// from here.
-	deadline, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownTimeout)
-	defer cancel()
 	for _, r := range run {
 		r.stop()
 		if err := r.group.Wait(); err != nil && err != runErr {
 			a.log.Warn("failed while stopping", "stage", r.name, "err", err)
-		}
-		if r.drain != nil {
-			if err := r.drain(deadline); err != nil {
-				a.log.Warn("drain", "stage", r.name, "err", err)
-			}
 		}
 		a.release(r.stage)
 	}

@@ -1,0 +1,171 @@
+package scanner
+
+import (
+	"context"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/retry"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// ackedBackoff paces the retries of what follows Kafka's acknowledgement
+// of a group (its removal, its raced recoveries, its other copies): they
+// must reach Redis, or the group fires again, so they are retried until
+// Run's drain ends them.
+var ackedBackoff = retry.Backoff{Min: 10 * time.Millisecond, Max: 2 * time.Second}
+
+// dispatch hands a batch to dispatch in its own goroutine, removes the
+// members once Kafka acknowledged them, and releases them from the in-flight
+// set.
+func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyElsewhere) {
+	s := sc.s
+	detectedAt := s.opts.Now()
+	sc.mu.Lock()
+	sc.batches++
+	sc.mu.Unlock()
+	s.inflight.Add(1)
+	sc.out.Add(1)
+	go func() {
+		defer s.inflight.Done()
+		defer sc.out.Done()
+		released := false
+		defer func() {
+			if !released {
+				sc.release(batch) // not removed: read again by a later pass
+			}
+		}()
+		ctx := s.dispatchCtx
+		fire, err := sc.dropReplays(ctx, batch)
+		if err != nil {
+			s.opts.Metrics.ScanErrors.Inc()
+			return // stays in the shard; the next pass retries
+		}
+		overrides, err := s.opts.Store.OverridesOf(ctx, sc.id, fire)
+		if err != nil {
+			s.opts.Metrics.ScanErrors.Inc()
+			return // stays in the shard; the next pass retries
+		}
+		if len(fire) == 0 {
+			return
+		}
+		if err := s.opts.Dispatcher.Timeouts(ctx, sc.id, fire, overrides, detectedAt); err != nil {
+			return // shutting down: the members stay for the next owner
+		}
+		if h := s.opts.Hooks.BeforeRemove; h != nil {
+			h(sc.id, fire)
+		}
+		minDown := s.opts.MinDownMemory
+		if minDown == 0 {
+			minDown = DefaultMinDownMemory
+		}
+		remember := max(s.opts.RecoveryWindow, minDown)
+		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
+		sc.order.Lock()
+		var raced []shard.Raced
+		removed, err := retry.Value(ctx, ackedBackoff, nil, func() (n int, err error) {
+			n, raced, err = s.opts.Store.Fired(ctx, sc.id, fire, prune)
+			return n, err
+		})
+		sc.release(batch)
+		released = true
+		sc.order.Unlock()
+		if err != nil {
+			return
+		}
+		if len(raced) > 0 && s.opts.RecoveryWindow > 0 {
+			if err := retry.Do(ctx, ackedBackoff, nil, func() error { return sc.reportRaced(ctx, raced) }); err != nil {
+				return
+			}
+		}
+		if len(others) > 0 {
+			if err := retry.Do(ctx, ackedBackoff, nil, func() error { return sc.removeOthers(ctx, others) }); err != nil {
+				return
+			}
+		}
+		if h := s.opts.Hooks.Fired; h != nil {
+			h(sc.id, fire, removed)
+		}
+	}()
+}
+
+// reportRaced publishes the recoveries of devices whose reset raced their
+// published timeout: they beat again after their deadline, before any down
+// entry existed for ingest to find.
+func (sc *shardScanner) reportRaced(ctx context.Context, raced []shard.Raced) error {
+	ms := make([]shard.Member, len(raced))
+	for k, r := range raced {
+		ms[k] = shard.Member{ID: r.ID, Score: r.Score}
+	}
+	overrides, err := sc.s.opts.Store.OverridesOf(ctx, sc.id, ms)
+	if err != nil {
+		return err
+	}
+	return sc.s.opts.Dispatcher.Raced(ctx, sc.id, raced, overrides)
+}
+
+// dropReplays returns the members of batch that may fire. A member not
+// later than a timeout its device already fired in this shard is a replayed
+// heartbeat that ingest wrote before it saw the down set (see
+// shard.Store.Write): it is removed, if still unchanged, and never fires.
+func (sc *shardScanner) dropReplays(ctx context.Context, batch []shard.Member) ([]shard.Member, error) {
+	ids := make([]string, len(batch))
+	for k, m := range batch {
+		ids[k] = m.ID
+	}
+	downs, err := sc.s.opts.Store.DownScores(ctx, sc.id, ids)
+	if err != nil {
+		return nil, err
+	}
+	var stale []shard.Member
+	fire := batch
+	for k, m := range batch {
+		if downs[k] >= m.Score {
+			if stale == nil {
+				fire = make([]shard.Member, 0, len(batch))
+				fire = append(fire, batch[:k]...)
+			}
+			stale = append(stale, m)
+		} else if stale != nil {
+			fire = append(fire, m)
+		}
+	}
+	if len(stale) == 0 {
+		return batch, nil
+	}
+	removed, err := sc.s.opts.Store.RemoveIf(ctx, sc.id, stale)
+	if err != nil {
+		return nil, err
+	}
+	if sc.s.opts.Metrics != nil {
+		sc.s.opts.Metrics.ReplaysDropped.Add(float64(len(removed)))
+	}
+	return fire, nil
+}
+
+// othersOf keeps the other copies of the members of batch.
+func othersOf(batch []shard.Member, others map[string]copyElsewhere) map[string]copyElsewhere {
+	if len(others) == 0 {
+		return nil
+	}
+	out := make(map[string]copyElsewhere)
+	for _, m := range batch {
+		if c, ok := others[m.ID]; ok {
+			out[m.ID] = c
+		}
+	}
+	return out
+}
+
+func (sc *shardScanner) release(batch []shard.Member) {
+	sc.mu.Lock()
+	for _, m := range batch {
+		sc.inflight[m.ID] = false
+		sc.active--
+		sc.done = append(sc.done, m.ID)
+	}
+	sc.batches--
+	sc.mu.Unlock()
+	if sc.starved.Swap(false) {
+		sc.wake() // the last pass stopped at max_inflight: go on draining
+	}
+}

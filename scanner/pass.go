@@ -1,0 +1,277 @@
+package scanner
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+
+	"github.com/flatline-dev/flatline/internal/retry"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// shardScanner scans one shard. Only its gocron job runs pass (singleton),
+// dispatch goroutines only touch the in-flight set under mu.
+type shardScanner struct {
+	s   *Scanner
+	id  int
+	job gocron.Job
+
+	out     sync.WaitGroup // batches handed to dispatch and not yet done
+	order   sync.RWMutex   // reads of the shard vs. removal + release of a group
+	pending atomic.Bool    // a wake-up is queued
+	starved atomic.Bool    // the last pass stopped at max_inflight
+	// After a failed scan the shard waits backoff (from scanner.interval,
+	// doubling up to maxScanBackoff) before it scans again; only its own
+	// pass goroutine touches these.
+	backoff   retry.Backoff
+	failUntil time.Time
+	held      atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
+	stopped   atomic.Bool
+
+	mu sync.Mutex
+	// inflight holds the members handed to dispatch: true while their
+	// batch is out, false once it completed. Completed entries stay until
+	// the pass's next read (forgetDone), because a read that began before
+	// a batch's removal may still return its members.
+	inflight map[string]bool
+	done     []string // members marked false since the last pass began
+	deleted  int      // deletions since the map was last rebuilt
+	active   int      // members with inflight[id] == true
+	batches  int
+	timer    *time.Timer
+	timerAt  int64
+}
+
+func (sc *shardScanner) wake() {
+	if sc.stopped.Load() || !sc.pending.CompareAndSwap(false, true) {
+		return
+	}
+	if err := sc.job.RunNow(); err != nil {
+		sc.pending.Store(false)
+	}
+}
+
+func (sc *shardScanner) stop() {
+	sc.stopped.Store(true)
+	sc.mu.Lock()
+	if sc.timer != nil {
+		sc.timer.Stop()
+	}
+	sc.mu.Unlock()
+}
+
+// pass drains the shard's due members into dispatch and arms the wake-up
+// for its next deadline.
+func (sc *shardScanner) pass() {
+	sc.pending.Store(false)
+	s := sc.s
+	if sc.stopped.Load() || s.opts.Now().Before(sc.failUntil) {
+		return
+	}
+	ctx := s.dispatchCtx
+	batch := s.cfg.BatchSize
+	// Pops are gathered into groups of up to groupPops×batch_size members:
+	// one produce request and one conditional removal per group, while each
+	// pop still takes at most batch_size members.
+	var st passState
+	defer st.flush(sc)
+	// Members in flight are still in the shard, at its front: the read skips
+	// as many. order keeps that count in step with the shard (a group's
+	// removal and its release from the in-flight set happen together, never
+	// between the count and the read). Should the front still hold something
+	// else (a write of an already-past deadline), members the read returns
+	// that are in flight push the next read further, so a pass always makes
+	// progress; what it stepped over is read by the next pass.
+	windows := 1 // pops read per round trip: more once pops come back full
+	for !sc.stopped.Load() {
+		sc.forgetDone()
+		upTo := s.opts.Gate.upTo(s.opts.Now())
+		limit := shard.MaxScore(upTo)
+		sc.order.RLock()
+		sc.mu.Lock()
+		offset, busy := sc.active+st.extra, sc.batches >= s.cfg.MaxInflight
+		sc.mu.Unlock()
+		if busy {
+			sc.order.RUnlock()
+			sc.starved.Store(true)
+			return // a completing group wakes the shard again
+		}
+		// Each window is one pop and, past it, the next member: the next
+		// deadline when the pop is not full.
+		reads, err := s.opts.Store.DueWindows(ctx, sc.id, offset, batch, batch+1, windows)
+		sc.order.RUnlock()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.scanFailed(sc.id, err)
+				sc.failUntil = s.opts.Now().Add(sc.backoff.Next())
+			}
+			return // a tick after the backoff retries
+		}
+		sc.backoff.Reset()
+		s.scans.Succeeded()
+		for _, ms := range reads {
+			full, next, err := sc.pop(ctx, &st, ms, limit)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.scanFailed(sc.id, err)
+				}
+				return
+			}
+			if len(st.group) >= groupPops*batch {
+				st.flush(sc)
+			}
+			if !full {
+				sc.arm(next, upTo)
+				return
+			}
+		}
+		windows = popsAhead // full pops: keep draining, several per round trip
+	}
+}
+
+// popsAhead is how many pops a draining pass reads per round trip.
+const popsAhead = 4
+
+// maxScanBackoff is the longest a shard whose reads fail waits before it
+// reads again.
+const maxScanBackoff = 2 * time.Second
+
+// passState is what one pass carries from pop to pop: the group being
+// gathered for dispatch and how many in-flight members its reads met.
+type passState struct {
+	group  []shard.Member
+	others map[string]copyElsewhere // the group's copies in other shards
+	extra  int                      // read members already in flight
+}
+
+// flush hands the gathered group to dispatch.
+func (st *passState) flush(sc *shardScanner) {
+	if len(st.group) > 0 {
+		sc.dispatch(st.group, st.others)
+		st.group, st.others = nil, nil
+	}
+}
+
+// pop takes one read's due members (at most batch_size) into the group and
+// reports whether the pop was full, else the next member past the due ones.
+func (sc *shardScanner) pop(ctx context.Context, st *passState, ms []shard.Member, limit float64) (bool, *shard.Member, error) {
+	batch := sc.s.cfg.BatchSize
+	due := ms[:0:0]
+	var next *shard.Member
+	for k := range ms {
+		if ms[k].Score <= limit && len(due) < batch {
+			due = append(due, ms[k])
+		} else if ms[k].Score > limit {
+			next = &ms[k]
+			break
+		}
+	}
+	full := len(due) == batch
+	var others map[string]copyElsewhere
+	if l := sc.s.opts.Layout.Current(); l.Migrating() && len(due) > 0 {
+		var err error
+		if due, others, err = sc.resolve(ctx, l, due); err != nil {
+			return false, nil, err
+		}
+	}
+	fresh := sc.claim(due)
+	st.extra += len(due) - len(fresh)
+	st.group = append(st.group, fresh...)
+	for id, c := range othersOf(fresh, others) {
+		if st.others == nil {
+			st.others = make(map[string]copyElsewhere)
+		}
+		st.others[id] = c
+	}
+	return full, next, nil
+}
+
+// forgetDone drops the members whose group completed before this read from
+// the in-flight set. A completed member must stay in the set until every
+// read that may have returned it has been claimed: the pass reads and claims
+// in turn, so that is until its next read.
+func (sc *shardScanner) forgetDone() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, id := range sc.done {
+		if out, ok := sc.inflight[id]; ok && !out {
+			delete(sc.inflight, id)
+		}
+	}
+	// Deleted slots of a Go map stay as tombstones that lengthen every
+	// lookup until the map grows; with members cycling through it at the
+	// drain rate, rebuild it once deletions outnumber its live entries.
+	sc.deleted += len(sc.done)
+	if sc.deleted > 4*len(sc.inflight)+1024 {
+		fresh := make(map[string]bool, len(sc.inflight))
+		for id, out := range sc.inflight {
+			fresh[id] = out
+		}
+		sc.inflight, sc.deleted = fresh, 0
+	}
+	clear(sc.done)
+	sc.done = sc.done[:0]
+}
+
+// groupPops is how many pops one dispatch group gathers at most.
+const groupPops = 10
+
+// claim marks members in flight and returns those that were not already.
+func (sc *shardScanner) claim(due []shard.Member) []shard.Member {
+	if len(due) == 0 {
+		return nil
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	fresh := due[:0]
+	for _, m := range due {
+		if _, ok := sc.inflight[m.ID]; ok {
+			continue
+		}
+		sc.inflight[m.ID] = true
+		sc.active++
+		fresh = append(fresh, m)
+	}
+	return fresh
+}
+
+// arm sets the wake-up for the shard's next deadline, or records that it
+// waits for the watermark.
+func (sc *shardScanner) arm(next *shard.Member, upTo int64) {
+	if next == nil {
+		sc.held.Store(0)
+		return
+	}
+	s := sc.s
+	deadline, _ := shard.DecodeScore(next.Score)
+	fireAt := deadline + s.cfg.Grace.Milliseconds()
+	now := s.opts.Now().UnixMilli()
+	if fireAt <= now {
+		// Due by the clock but not yet by the watermark: the gate wakes us.
+		sc.held.Store(deadline)
+		return
+	}
+	sc.held.Store(0)
+	if fireAt-now > s.cfg.Interval.Milliseconds() {
+		return // the regular tick comes first and re-arms
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.timer != nil && sc.timerAt == fireAt {
+		return
+	}
+	if sc.timer != nil {
+		sc.timer.Stop()
+	}
+	sc.timerAt = fireAt
+	d := time.Duration(fireAt-now) * time.Millisecond
+	sc.timer = time.AfterFunc(d, func() {
+		// A deadline that is due by the clock waits for the watermark:
+		// mark it held so the gate's next advance wakes this shard.
+		sc.held.Store(deadline)
+		sc.wake()
+	})
+}

@@ -1,0 +1,53 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// AcquireLease takes shard i's lease for owner if nobody holds it.
+func (s *Store) AcquireLease(ctx context.Context, i int, owner string, ttl time.Duration) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, s.keys.Lease(i), owner, ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("acquire lease of shard %d: %w", i, err)
+	}
+	return ok, nil
+}
+
+// RenewLease extends shard i's lease if owner holds it.
+func (s *Store) RenewLease(ctx context.Context, i int, owner string, ttl time.Duration) (bool, error) {
+	n, err := scriptRenew.Run(ctx, s.rdb, []string{s.keys.Lease(i)}, owner, ttl.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("renew lease of shard %d: %w", i, err)
+	}
+	return n == 1, nil
+}
+
+// ReleaseLease drops shard i's lease if owner holds it.
+func (s *Store) ReleaseLease(ctx context.Context, i int, owner string) error {
+	if err := scriptRelease.Run(ctx, s.rdb, []string{s.keys.Lease(i)}, owner).Err(); err != nil {
+		return fmt.Errorf("release lease of shard %d: %w", i, err)
+	}
+	return nil
+}
+
+// LeaseOwners returns the owner of each of shards 0..n-1 ("" when free).
+func (s *Store) LeaseOwners(ctx context.Context, n int) ([]string, error) {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < n; i++ {
+			p.Get(ctx, s.keys.Lease(i))
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	out := make([]string, n)
+	for i, c := range cmds {
+		out[i] = c.(*redis.StringCmd).Val()
+	}
+	return out, nil
+}

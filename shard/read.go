@@ -1,0 +1,157 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DownScores returns, for each of ids, the score of the timeout it fired in
+// shard i, or 0 when it is not remembered as down.
+func (s *Store) DownScores(ctx context.Context, i int, ids []string) ([]float64, error) {
+	vals, err := s.rdb.ZMScore(ctx, s.keys.Down(i), ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read down set of shard %d: %w", i, err)
+	}
+	return vals, nil
+}
+
+// Due returns up to limit members of shard i with score ≤ max, skipping the
+// first offset of them, earliest first.
+func (s *Store) Due(ctx context.Context, i int, max float64, offset, limit int) ([]Member, error) {
+	zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{
+		Key: s.keys.Deadlines(i), Start: "-inf", Stop: strconv.FormatFloat(max, 'f', -1, 64),
+		ByScore: true, Offset: int64(offset), Count: int64(limit),
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("scan shard %d: %w", i, err)
+	}
+	out := make([]Member, len(zs))
+	for k, z := range zs {
+		out[k] = Member{ID: z.Member.(string), Score: z.Score}
+	}
+	return out, nil
+}
+
+// DueWindows reads k consecutive windows of shard i by rank in one round
+// trip: window j holds the members at ranks offset + j·stride … offset +
+// j·stride + size − 1, earliest first. A scanner that keeps finding full
+// pops reads several pops ahead this way, each still its own ZRANGE. By
+// rank, not by score: Redis finds a rank in O(log n), while a score range
+// walks its offset member by member, and the scanner skips the members it
+// has in flight, thousands of them during a mass expiry.
+func (s *Store) DueWindows(ctx context.Context, i, offset, stride, size, k int) ([][]Member, error) {
+	key := s.keys.Deadlines(i)
+	cmds := make([]*redis.ZSliceCmd, k)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j := range cmds {
+			start := int64(offset + j*stride)
+			cmds[j] = p.ZRangeWithScores(ctx, key, start, start+int64(size)-1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan shard %d: %w", i, err)
+	}
+	out := make([][]Member, k)
+	for j, c := range cmds {
+		zs := c.Val()
+		out[j] = make([]Member, len(zs))
+		for n, z := range zs {
+			out[j][n] = Member{ID: z.Member.(string), Score: z.Score}
+		}
+	}
+	return out, nil
+}
+
+// Next returns the earliest member of shard i, if any.
+func (s *Store) Next(ctx context.Context, i int) (Member, bool, error) {
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.keys.Deadlines(i), 0, 0).Result()
+	if err != nil {
+		return Member{}, false, fmt.Errorf("peek shard %d: %w", i, err)
+	}
+	if len(zs) == 0 {
+		return Member{}, false, nil
+	}
+	return Member{ID: zs[0].Member.(string), Score: zs[0].Score}, true, nil
+}
+
+// OverridesOf returns the per-device timeouts (ms) of those of ms in shard i
+// whose score says they have one (FlagOverride): nil, without a round trip,
+// when none does.
+func (s *Store) OverridesOf(ctx context.Context, i int, ms []Member) (map[string]int64, error) {
+	var ids []string
+	for _, m := range ms {
+		if _, meta := DecodeScore(m.Score); meta.Has(FlagOverride) {
+			ids = append(ids, m.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.Overrides(ctx, i, ids)
+}
+
+// Overrides returns the per-device timeouts (ms) of ids in shard i that
+// have one.
+func (s *Store) Overrides(ctx context.Context, i int, ids []string) (map[string]int64, error) {
+	vals, err := s.rdb.HMGet(ctx, s.keys.Overrides(i), ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read overrides of shard %d: %w", i, err)
+	}
+	out := make(map[string]int64, len(ids))
+	for k, v := range vals {
+		if str, ok := v.(string); ok {
+			if ms, err := strconv.ParseInt(str, 10, 64); err == nil {
+				out[ids[k]] = ms
+			}
+		}
+	}
+	return out, nil
+}
+
+// Score returns the score of device id in shard i, if tracked there.
+func (s *Store) Score(ctx context.Context, i int, id string) (float64, bool, error) {
+	v, err := s.rdb.ZScore(ctx, s.keys.Deadlines(i), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read score in shard %d: %w", i, err)
+	}
+	return v, true, nil
+}
+
+// DownScore returns the score of the timeout device id fired in shard i, if
+// it is remembered as down.
+func (s *Store) DownScore(ctx context.Context, i int, id string) (float64, bool, error) {
+	v, err := s.rdb.ZScore(ctx, s.keys.Down(i), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read down state in shard %d: %w", i, err)
+	}
+	return v, true, nil
+}
+
+// Sizes returns the number of members of shards 0..n-1 in one round trip.
+func (s *Store) Sizes(ctx context.Context, n int) ([]int64, error) {
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < n; i++ {
+			p.ZCard(ctx, s.keys.Deadlines(i))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read shard sizes: %w", err)
+	}
+	out := make([]int64, n)
+	for i, c := range cmds {
+		out[i] = c.(*redis.IntCmd).Val()
+	}
+	return out, nil
+}

@@ -1,0 +1,251 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Recovered is a device that was down and whose reset moved it past the
+// timeout it had fired.
+type Recovered struct {
+	Shard     int // whose down set remembered it
+	ID        string
+	DownScore float64
+}
+
+// Write applies b in one pipelined round trip of plain commands: per
+// touched shard a variadic ZADD GT (and an HSET of override timeouts), then
+// a look at the shard's down set. It reports the devices that came back from
+// a timeout.
+//
+// No script guards the ZADD: a heartbeat older than a timeout its device
+// already fired (a replay) is written like any other, found in the down set
+// right after, and removed again (RemoveIf); until then the scanner, which
+// checks the down set before it fires (DownScores), drops it. A device whose
+// new deadline is later than the timeout it fired has recovered: its down
+// entry is removed (only if still that one) and it is reported.
+//
+// The down-set look is a ZMSCORE of the batch's members in the same round
+// trip when the shard's down set was there at its last write, else an
+// EXISTS, followed by the ZMSCORE only if the set turned up meanwhile: a
+// fleet without silent devices pays for neither.
+func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
+	return s.WriteAfter(ctx, b, nil)
+}
+
+// WriteAfter is Write for a batch written side by side with the one before
+// it: its writes may reach Redis first (a ZADD GT commutes), but what its
+// look at the down sets found is settled only once after is closed (the
+// other batch is done), so recoveries and replays are settled in batch
+// order, as if the batches had been written one after the other. A nil
+// after does not wait.
+func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{}) ([]Recovered, error) {
+	if b.Empty() {
+		return nil, nil
+	}
+	type probe struct {
+		shard  int
+		exists *redis.IntCmd
+		check  *redis.Cmd
+	}
+	var probes []probe
+	var cross []downCheck
+	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range b.touched {
+			sb := &b.shards[i]
+			if len(sb.reforgets) > 0 {
+				scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.reforgets...)
+			}
+			if sb.n > 0 {
+				sb.zadd[0], sb.zadd[1], sb.zadd[2] = "zadd", s.keys.Deadlines(i), "gt"
+				p.Do(ctx, sb.zadd...)
+				if len(sb.hset) > 0 {
+					sb.hset[0], sb.hset[1] = "hset", s.keys.Overrides(i)
+					p.Do(ctx, sb.hset...)
+				}
+				pr := probe{shard: i, exists: p.Exists(ctx, s.keys.Down(i))}
+				if s.downs[i].Load() {
+					pr.check = p.Do(ctx, sb.checkArgs(s.keys.Down(i))...)
+				}
+				probes = append(probes, pr)
+				cross = append(cross, s.crossChecks(ctx, p, i, sb)...)
+			}
+			if len(sb.forgets) > 0 {
+				scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.forgets...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write deadlines: %w", err)
+	}
+	// Down sets that turned up since the last write of their shard.
+	var late []int
+	for k := range probes {
+		pr := &probes[k]
+		there := pr.exists.Val() > 0
+		s.downs[pr.shard].Store(there)
+		if there && pr.check == nil {
+			late = append(late, k)
+		}
+	}
+	if len(late) > 0 {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range late {
+				i := probes[k].shard
+				probes[k].check = p.Do(ctx, b.shards[i].checkArgs(s.keys.Down(i))...)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read down sets: %w", err)
+		}
+	}
+	checks := make([]downCheck, 0, len(probes)+len(cross))
+	for _, pr := range probes {
+		if pr.check != nil {
+			checks = append(checks, downCheck{shard: pr.shard, downShard: pr.shard, cmd: pr.check})
+		}
+	}
+	return s.settle(ctx, b, append(checks, cross...), after)
+}
+
+// downCheck is a ZMSCORE of members a batch wrote to shard in the down set
+// of downShard: their own shard's, or while the layout migrates the one of
+// the shard they had under the previous count.
+type downCheck struct {
+	shard, downShard int
+	refs             []int // the members' positions in the shard batch; nil: all, in order
+	cmd              *redis.Cmd
+}
+
+// crossChecks queues, for the pairs of sb whose device had another shard
+// under the migrating layout's previous count, a ZMSCORE of the down set of
+// that shard: a device that timed out there and is back now, or a replay of
+// it, is found although its down entry is not in shard i.
+func (s *Store) crossChecks(ctx context.Context, p redis.Pipeliner, i int, sb *shardBatch) []downCheck {
+	if len(sb.moved) == 0 {
+		return nil
+	}
+	byPrev := make(map[int][]int)
+	for _, m := range sb.moved {
+		byPrev[m.prev] = append(byPrev[m.prev], m.k)
+	}
+	out := make([]downCheck, 0, len(byPrev))
+	for prev, refs := range byPrev {
+		args := make([]any, 0, 2+len(refs))
+		args = append(args, "zmscore", s.keys.Down(prev))
+		for _, k := range refs {
+			args = append(args, sb.ids[k])
+		}
+		out = append(out, downCheck{shard: i, downShard: prev, refs: refs, cmd: p.Do(ctx, args...)})
+	}
+	return out
+}
+
+// settle handles what the down-set checks of a written batch found: devices
+// back after their timeout leave the down set and are reported; replays are
+// removed from the deadlines again.
+func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after <-chan struct{}) ([]Recovered, error) {
+	type found struct {
+		shard, downShard int
+		back             []any // member, down score pairs
+		replays          []Member
+	}
+	var all []found
+	for _, c := range checks {
+		vals, err := c.cmd.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("read down set of shard %d: %w", c.downShard, err)
+		}
+		sb := &b.shards[c.shard]
+		f := found{shard: c.shard, downShard: c.downShard}
+		for j, v := range vals {
+			k := j
+			if c.refs != nil {
+				k = c.refs[j]
+			}
+			var down float64
+			switch v := v.(type) {
+			case float64: // RESP3
+				down = v
+			case string: // RESP2
+				down, _ = strconv.ParseFloat(v, 64)
+			default:
+				continue // not down
+			}
+			score := float64(sb.scores[k])
+			id := sb.ids[k]
+			if score > down {
+				f.back = append(f.back, id, down)
+			} else {
+				f.replays = append(f.replays, Member{ID: id, Score: score})
+			}
+		}
+		if len(f.back) > 0 || len(f.replays) > 0 {
+			all = append(all, f)
+		}
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	if after != nil {
+		select {
+		case <-after:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	cleared := make([]*redis.Cmd, len(all))
+	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, f := range all {
+			if len(f.back) > 0 {
+				cleared[k] = scriptDownClr.EvalSha(ctx, p, []string{s.keys.Down(f.downShard)}, f.back...)
+			}
+			if len(f.replays) > 0 {
+				args := make([]any, 0, 2*len(f.replays))
+				for _, m := range f.replays {
+					args = append(args, m.ID, m.Score)
+				}
+				scriptRemoveIf.EvalSha(ctx, p, []string{s.keys.Deadlines(f.shard), s.keys.Overrides(f.shard)}, args...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("settle recoveries: %w", err)
+	}
+	var back []Recovered
+	seen := make(map[string]bool)
+	for k, f := range all {
+		if cleared[k] == nil {
+			continue
+		}
+		vals, _ := cleared[k].Slice()
+		for j := 0; j+1 < len(vals); j += 2 {
+			id, _ := vals[j].(string)
+			if seen[id] {
+				continue // found in both its shards' down sets (MoveDown under way): one recovery
+			}
+			seen[id] = true
+			ds, _ := vals[j+1].(string)
+			score, _ := strconv.ParseFloat(ds, 64)
+			back = append(back, Recovered{Shard: f.downShard, ID: id, DownScore: score})
+		}
+	}
+	return back, nil
+}
+
+// checkArgs is the ZMSCORE of sb's members in down set key.
+func (sb *shardBatch) checkArgs(key string) []any {
+	if len(sb.check) == 0 {
+		sb.check = append(sb.check, "zmscore", key)
+		for k := zaddHead + 1; k < len(sb.zadd); k += 2 {
+			sb.check = append(sb.check, sb.zadd[k])
+		}
+	}
+	return sb.check
+}
