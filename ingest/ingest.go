@@ -12,7 +12,6 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/flatline-dev/flatline/dispatch"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/shard"
@@ -27,7 +26,7 @@ type LayoutSource interface {
 // RecoveryPublisher publishes recovered events, returning once Kafka
 // acknowledged them.
 type RecoveryPublisher interface {
-	Recovered(ctx context.Context, rs []dispatch.Recovery) error
+	Recovered(ctx context.Context, rs []timeouts.Recovery) error
 }
 
 // Hooks let tests observe ingest deterministically.

@@ -10,9 +10,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
-	"github.com/flatline-dev/flatline/dispatch"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // processor turns one batch of records into one Redis round trip: the
@@ -220,7 +220,7 @@ func (p *processor) finish(ctx context.Context) error {
 		for k := range p.entries {
 			p.latest[p.entries[k].id] = k
 		}
-		rs := make([]dispatch.Recovery, 0, len(back))
+		rs := make([]timeouts.Recovery, 0, len(back))
 		for _, r := range back {
 			down, meta := shard.Decode(r.DownScore)
 			if meta.Has(shard.FlagPadded) {
@@ -230,7 +230,7 @@ func (p *processor) finish(ctx context.Context) error {
 			if e.atMs-down > in.opts.RecoveryWindow.Milliseconds() {
 				continue // back after the recovery window: tracked again, no event
 			}
-			rs = append(rs, dispatch.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: e.atMs})
+			rs = append(rs, timeouts.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: e.atMs})
 		}
 		if len(rs) > 0 {
 			if err := in.opts.Recovery.Recovered(ctx, rs); err != nil {
