@@ -9,7 +9,7 @@ import (
 
 // commitLoop commits what the batcher wrote until the generation ends, and
 // once more then, so a clean shutdown leaves nothing to re-read.
-func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *latest) {
+func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *pendingMax) {
 	failing := false
 	commit := func() {
 		offsets := c.take()

@@ -90,7 +90,7 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		partition, start := a.ID, starts[a.ID]
 		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs, p) })
 	}
-	commits, raises := newLatest(), newLatest()
+	commits, raises := newPendingMax(), newPendingMax()
 	// Three batches in flight: the batcher prepares the next while the
 	// writer has two in Redis; watermarks and commits stay in order.
 	free := make(chan *processor, writesInFlight+1)

@@ -2,25 +2,30 @@ package ingest
 
 import "sync"
 
-// latest gathers per-partition values that only move forward (written
-// offsets for commitLoop, watermarks for raiseLoop) and hands the newest
-// to a background loop, so the writer never waits for Kafka's or Redis's
-// answer to them.
-type latest struct {
+// pendingMax holds, per partition, the highest value not yet handed to a
+// background loop: the written offsets for commitLoop, the watermarks for
+// raiseLoop. Both only ever move forward, so the newest value stands for
+// every older one and the loop can skip what it missed. The writer adds
+// without waiting for Kafka's or Redis's answer, and the loop takes the
+// whole map when it wakes.
+type pendingMax struct {
 	mu      sync.Mutex
 	pending map[int]int64
-	wake    chan struct{}
+	// wake holds one signal when pending has something the loop has not
+	// taken; adding to a full wake drops the signal, not the value.
+	wake chan struct{}
 }
 
-func newLatest() *latest {
-	return &latest{pending: make(map[int]int64), wake: make(chan struct{}, 1)}
+func newPendingMax() *pendingMax {
+	return &pendingMax{pending: make(map[int]int64), wake: make(chan struct{}, 1)}
 }
 
-func (c *latest) add(offsets map[int]int64) {
+// add raises each partition's pending value to vals', and wakes the loop.
+func (c *pendingMax) add(vals map[int]int64) {
 	c.mu.Lock()
-	for p, off := range offsets {
-		if off > c.pending[p] {
-			c.pending[p] = off
+	for p, v := range vals {
+		if v > c.pending[p] {
+			c.pending[p] = v
 		}
 	}
 	c.mu.Unlock()
@@ -30,7 +35,9 @@ func (c *latest) add(offsets map[int]int64) {
 	}
 }
 
-func (c *latest) take() map[int]int64 {
+// take returns the pending values and forgets them, or nil if there are
+// none. The caller owns the map.
+func (c *pendingMax) take() map[int]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.pending) == 0 {

@@ -52,7 +52,7 @@ func (p *position) reached(written int64) int64 {
 
 // raiseLoop raises the watermarks of written batches in Redis, the newest
 // per partition at a time, and hands them to the local scanners.
-func (in *Ingest) raiseLoop(ctx context.Context, r *latest) {
+func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax) {
 	failing := false
 	for {
 		select {
