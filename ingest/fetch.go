@@ -7,35 +7,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-)
 
-// read fetches one partition from start and feeds the batcher. After a
-// fetch error — a fetch lost on the way included: its socket deadline
-// (fetchMaxWait + fetchGrace) ends it — it closes the connection and opens
-// a new one at the next offset, after a doubling backoff (10 ms to 1 s).
-// The start and the end of a failure are logged once.
-func (in *Ingest) read(ctx context.Context, dialer *kafka.Dialer, partition int, start int64, out chan<- chunk, pos *position) {
-	next := start
-	backoff := time.Duration(0)
-	for ctx.Err() == nil {
-		err := in.readFrom(ctx, dialer, partition, &next, out, &backoff, pos)
-		if ctx.Err() != nil {
-			return
-		}
-		in.opts.Metrics.FetchErrors.Inc()
-		if backoff == 0 {
-			in.opts.Log.Warn("fetch failing, retrying with backoff", "partition", partition, "err", err)
-			backoff = 10 * time.Millisecond
-		} else if backoff < time.Second {
-			backoff *= 2
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-	}
-}
+	"github.com/flatline-dev/flatline/internal/retry"
+)
 
 const (
 	// fetchMaxWait is how long the broker may hold a fetch that finds no
@@ -57,19 +31,60 @@ type chunk struct {
 	msgs      []kafka.Message
 }
 
-// readFrom reads from *next until an error, advancing *next. It fetches
-// whole responses on its own connection to the partition's leader and hands
-// them to the batcher a chunk at a time: one hand-off and one socket
-// deadline per fetch, not per record as with kafka-go's Reader.
-func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition int, next *int64, out chan<- chunk, backoff *time.Duration, pos *position) error {
-	topic := in.opts.Kafka.SignalsTopic
-	var conn *kafka.Conn
-	var err error
-	for _, broker := range in.opts.Kafka.Brokers {
-		if conn, err = dialer.DialLeader(ctx, "tcp", broker, topic, partition); err == nil {
-			break
+// partitionReader reads one partition of the signals topic and feeds the
+// batcher. It fetches whole responses on its own connection to the
+// partition's leader and hands them on a chunk at a time: one hand-off and
+// one socket deadline per fetch, not per record as with kafka-go's Reader.
+type partitionReader struct {
+	in        *Ingest
+	dialer    *kafka.Dialer
+	partition int
+	out       chan<- chunk
+	pos       *position
+
+	// next is the offset of the next record to hand on; a new connection
+	// starts there.
+	next int64
+	// sizeHint is the capacity of the next chunk, the length of the last:
+	// a quiet partition's fetches bring a few records, a busy one's many.
+	sizeHint int
+	// backoff spaces the connections that follow a failed fetch; outage
+	// logs such a run of failures once, and its end.
+	backoff retry.Backoff
+	outage  retry.Outage
+}
+
+func (in *Ingest) newPartitionReader(dialer *kafka.Dialer, partition int, start int64, out chan<- chunk, pos *position) *partitionReader {
+	return &partitionReader{
+		in: in, dialer: dialer, partition: partition, out: out, pos: pos,
+		next: start, sizeHint: 16,
+		backoff: retry.Backoff{Min: 10 * time.Millisecond, Max: time.Second},
+		outage:  retry.Outage{Log: in.opts.Log, Down: "fetch failing, retrying with backoff", Up: "fetch resumed"},
+	}
+}
+
+// run reads until ctx ends. After a fetch error — a fetch lost on the way
+// included: its socket deadline (fetchMaxWait + fetchGrace) ends it — it
+// closes the connection and opens a new one at the next offset, after a
+// doubling backoff (10 ms to 1 s).
+func (r *partitionReader) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := r.readConn(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		r.in.opts.Metrics.FetchErrors.Inc()
+		r.outage.Failed(err, "partition", r.partition)
+		if !retry.Sleep(ctx, r.backoff.Next()) {
+			return
 		}
 	}
+}
+
+// readConn opens a connection to the partition's leader at r.next and
+// fetches on it until a fetch fails.
+func (r *partitionReader) readConn(ctx context.Context) error {
+	conn, err := r.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -77,88 +92,99 @@ func (in *Ingest) readFrom(ctx context.Context, dialer *kafka.Dialer, partition 
 	// Cancelling ctx unblocks a fetch in progress.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
-	if err := in.seek(conn, partition, next); err != nil {
+	if err := r.seek(conn); err != nil {
 		return err
 	}
-	sizeHint := 16
 	for {
-		sent, sentAt := in.opts.Now().UnixMilli(), time.Now()
-		if err := conn.SetReadDeadline(sentAt.Add(fetchMaxWait + fetchGrace)); err != nil {
+		if err := r.fetch(ctx, conn); err != nil {
 			return err
-		}
-		b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
-		// Every record appended before this fetch was sent lies below the
-		// high-water mark it returned: once that is written, the
-		// partition's watermark may move to the send time, as with a probe.
-		if hwm := b.HighWaterMark(); b.Err() == nil && hwm > *next {
-			pos.addMark(mark{sentMs: sent, offset: hwm})
-		}
-		// The records stream from the socket as they are read: hand them
-		// on a chunk at a time, so a slow batcher holds the fetch back
-		// instead of a whole response piling up in memory.
-		_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
-		var msgs []kafka.Message
-		err, read := error(nil), 0
-		for err == nil {
-			var m kafka.Message
-			if m, err = b.ReadMessage(); err == nil {
-				read++
-				if msgs == nil {
-					// Sized by the last chunk: a quiet partition's
-					// fetches bring a few records, a busy one's many.
-					msgs = make([]kafka.Message, 0, sizeHint)
-				}
-				msgs = append(msgs, m)
-			}
-			if len(msgs) == chunkMax || (err != nil && len(msgs) > 0) {
-				if *backoff != 0 {
-					in.opts.Log.Info("fetch resumed", "partition", partition)
-					*backoff = 0
-				}
-				*next = msgs[len(msgs)-1].Offset + 1
-				sizeHint = min(max(len(msgs), 16), chunkMax)
-				select {
-				case out <- chunk{partition: partition, msgs: msgs}:
-				case <-ctx.Done():
-					_ = b.Close()
-					return ctx.Err()
-				}
-				msgs = nil
-				_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
-			}
-		}
-		*next = max(*next, b.Offset()) // past compacted-away offsets too
-		if err := b.Close(); err != nil {
-			switch {
-			case errors.Is(err, kafka.OffsetOutOfRange):
-				if err := in.seek(conn, partition, next); err != nil {
-					return err
-				}
-			case errors.Is(err, kafka.RequestTimedOut) && (read > 0 || time.Since(sentAt) >= fetchMaxWait/2):
-				// kafka-go's word for two fetches that went well: an
-				// empty answer (nothing new within fetchMaxWait: every
-				// quiet partition, every 250 ms) and an answer read to
-				// its end after the deadline it was sent with (the
-				// batcher held the records back). The answer was read
-				// whole and kafka-go keeps the connection: fetch again.
-				// Treated as a failure, it reopened the connection
-				// after a backoff growing to 1 s, and records arriving
-				// at a quiet partition — and with them the firing
-				// watermark — waited for it. (An empty answer much
-				// sooner than fetchMaxWait is a broker's own timeout
-				// error: that one backs off.)
-			default:
-				return err
-			}
 		}
 	}
 }
 
-// seek positions conn at *next. An offset the partition no longer holds
+func (r *partitionReader) dial(ctx context.Context) (*kafka.Conn, error) {
+	k := r.in.opts.Kafka
+	err := errors.New("no Kafka broker to dial")
+	for _, broker := range k.Brokers {
+		var conn *kafka.Conn
+		if conn, err = r.dialer.DialLeader(ctx, "tcp", broker, k.SignalsTopic, r.partition); err == nil {
+			return conn, nil
+		}
+	}
+	return nil, err
+}
+
+// fetch sends one fetch on conn and hands its records on. It returns nil
+// when conn may carry the next fetch.
+func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
+	sent, sentAt := r.in.opts.Now().UnixMilli(), time.Now()
+	if err := conn.SetReadDeadline(sentAt.Add(fetchMaxWait + fetchGrace)); err != nil {
+		return err
+	}
+	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
+	// Every record appended before this fetch was sent lies below the
+	// high-water mark it returned: once that is written, the partition's
+	// watermark may move to the send time, as with a probe.
+	if hwm := b.HighWaterMark(); b.Err() == nil && hwm > r.next {
+		r.pos.addMark(mark{sentMs: sent, offset: hwm})
+	}
+	// The records stream from the socket as they are read: hand them on a
+	// chunk at a time, so a slow batcher holds the fetch back instead of a
+	// whole response piling up in memory.
+	_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
+	var msgs []kafka.Message
+	err, read := error(nil), 0
+	for err == nil {
+		var m kafka.Message
+		if m, err = b.ReadMessage(); err == nil {
+			read++
+			if msgs == nil {
+				msgs = make([]kafka.Message, 0, r.sizeHint)
+			}
+			msgs = append(msgs, m)
+		}
+		if len(msgs) == chunkMax || (err != nil && len(msgs) > 0) {
+			r.outage.Succeeded("partition", r.partition)
+			r.backoff.Reset()
+			r.next = msgs[len(msgs)-1].Offset + 1
+			r.sizeHint = min(max(len(msgs), 16), chunkMax)
+			select {
+			case r.out <- chunk{partition: r.partition, msgs: msgs}:
+			case <-ctx.Done():
+				_ = b.Close()
+				return ctx.Err()
+			}
+			msgs = nil
+			_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
+		}
+	}
+	r.next = max(r.next, b.Offset()) // past compacted-away offsets too
+	switch err := b.Close(); {
+	case err == nil:
+	case errors.Is(err, kafka.OffsetOutOfRange):
+		return r.seek(conn)
+	case errors.Is(err, kafka.RequestTimedOut) && (read > 0 || time.Since(sentAt) >= fetchMaxWait/2):
+		// kafka-go's word for two fetches that went well: an empty answer
+		// (nothing new within fetchMaxWait: every quiet partition, every
+		// 250 ms) and an answer read to its end after the deadline it was
+		// sent with (the batcher held the records back). The answer was
+		// read whole and kafka-go keeps the connection: fetch again.
+		// Treated as a failure, it reopened the connection after a backoff
+		// growing to 1 s, and records arriving at a quiet partition — and
+		// with them the firing watermark — waited for it. (An empty answer
+		// much sooner than fetchMaxWait is a broker's own timeout error:
+		// that one backs off.)
+	default:
+		return err
+	}
+	return nil
+}
+
+// seek positions conn at r.next. An offset the partition no longer holds
 // (deleted by retention while flatline was away) moves to the first one it
 // holds, logged; an offset past the end is an error (retried).
-func (in *Ingest) seek(conn *kafka.Conn, partition int, next *int64) error {
-	_, err := conn.Seek(*next, kafka.SeekAbsolute)
+func (r *partitionReader) seek(conn *kafka.Conn) error {
+	_, err := conn.Seek(r.next, kafka.SeekAbsolute)
 	if !errors.Is(err, kafka.OffsetOutOfRange) {
 		return err
 	}
@@ -166,12 +192,12 @@ func (in *Ingest) seek(conn *kafka.Conn, partition int, next *int64) error {
 	if oerr != nil {
 		return oerr
 	}
-	if *next >= first {
-		return fmt.Errorf("offset %d of partition %d is out of range [%d, %d]: %w", *next, partition, first, last, err)
+	if r.next >= first {
+		return fmt.Errorf("offset %d of partition %d is out of range [%d, %d]: %w", r.next, r.partition, first, last, err)
 	}
-	in.opts.Log.Warn("committed offset no longer in the partition (retention); skipping to its first offset",
-		"partition", partition, "offset", *next, "first", first, "skipped", first-*next)
-	*next = first
+	r.in.opts.Log.Warn("committed offset no longer in the partition (retention); skipping to its first offset",
+		"partition", r.partition, "offset", r.next, "first", first, "skipped", first-r.next)
+	r.next = first
 	_, err = conn.Seek(first, kafka.SeekAbsolute)
 	return err
 }

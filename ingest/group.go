@@ -87,8 +87,8 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		p := &position{}
 		p.written.Store(starts[a.ID])
 		pos[a.ID] = p
-		partition, start := a.ID, starts[a.ID]
-		gen.Start(func(gctx context.Context) { in.read(gctx, dialer, partition, start, msgs, p) })
+		r := in.newPartitionReader(dialer, a.ID, starts[a.ID], msgs, p)
+		gen.Start(r.run)
 	}
 	commits, raises := newPendingMax(), newPendingMax()
 	// Three batches in flight: the batcher prepares the next while the

@@ -50,7 +50,7 @@ func TestReadGoesOnAfterAnswerReadPastItsDeadline(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan chunk) // unbuffered: the reader waits for each hand-off
 	done := make(chan struct{})
-	go func() { defer close(done); in.read(ctx, dialer, 0, 0, out, &position{}) }()
+	go func() { defer close(done); in.newPartitionReader(dialer, 0, 0, out, &position{}).run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
 	next := int64(0)
