@@ -5,29 +5,29 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/internal/retry"
 )
 
 // commitLoop commits what the batcher wrote until the generation ends, and
 // once more then, so a clean shutdown leaves nothing to re-read.
 func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *pendingMax) {
-	failing := false
+	outage := retry.Outage{Log: in.opts.Log,
+		Down: "commit offsets failing (they are retried; messages are re-read at worst)",
+		Up:   "commit offsets resumed"}
 	commit := func() {
 		offsets := c.take()
 		if offsets == nil {
 			return
 		}
 		if err := gen.CommitOffsets(map[string]map[int]int64{in.opts.Kafka.SignalsTopic: offsets}); err != nil {
-			if !failing && ctx.Err() == nil {
-				in.opts.Log.Warn("commit offsets failing (they are retried; messages are re-read at worst)", "err", err)
+			if ctx.Err() == nil {
+				outage.Failed(err)
 			}
-			failing = true
 			c.add(offsets) // retried with the next ones
 			return
 		}
-		if failing {
-			in.opts.Log.Info("commit offsets resumed")
-			failing = false
-		}
+		outage.Succeeded()
 		if h := in.opts.Hooks.Committed; h != nil {
 			h(offsets)
 		}
@@ -41,13 +41,9 @@ func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *pend
 			commit()
 			return
 		case <-c.wake:
-			if wait := commitEvery - time.Since(last); wait > 0 {
-				select {
-				case <-ctx.Done():
-					commit()
-					return
-				case <-time.After(wait):
-				}
+			if !retry.Sleep(ctx, commitEvery-time.Since(last)) {
+				commit()
+				return
 			}
 			last = time.Now()
 			commit()

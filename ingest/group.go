@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/internal/retry"
 )
 
 // Run consumes until ctx is cancelled, joining generation after
@@ -21,7 +23,7 @@ func (in *Ingest) Run(ctx context.Context) error {
 		SessionTimeout:        in.opts.Kafka.SessionTimeout,
 		HeartbeatInterval:     in.opts.Kafka.SessionTimeout / 6,
 		RebalanceTimeout:      in.opts.Kafka.SessionTimeout,
-		JoinGroupBackoff:      500 * time.Millisecond,
+		JoinGroupBackoff:      groupRetry,
 		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
 		StartOffset: kafka.FirstOffset,
 		Logger:      kafka.LoggerFunc(func(string, ...any) {}),
@@ -30,28 +32,25 @@ func (in *Ingest) Run(ctx context.Context) error {
 		return fmt.Errorf("join consumer group %q: %w", in.opts.Kafka.GroupID, err)
 	}
 	defer group.Close()
-	failing := false
+	unavailable := retry.Outage{Log: in.opts.Log, Down: "consumer group unavailable, retrying"}
+	// A steady pace, like kafka-go's own JoinGroupBackoff: the group is
+	// back as soon as the coordinator is.
+	rejoin := retry.Backoff{Min: groupRetry, Max: groupRetry}
 	for {
-		gen, err := group.Next(ctx)
-		if ctx.Err() != nil {
-			return nil
+		gen, err := retry.Value(ctx, rejoin, func(err error) { unavailable.Failed(err) }, func() (*kafka.Generation, error) {
+			return group.Next(ctx)
+		})
+		if err != nil || ctx.Err() != nil {
+			return nil // only the end of ctx ends the retries
 		}
-		if err != nil {
-			if !failing {
-				in.opts.Log.Warn("consumer group unavailable, retrying", "err", err)
-			}
-			failing = true
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(500 * time.Millisecond):
-			}
-			continue
-		}
-		failing = false
+		unavailable.Succeeded()
 		in.runGeneration(ctx, gen)
 	}
 }
+
+// groupRetry is the wait after the consumer group failed to start a
+// generation.
+const groupRetry = 500 * time.Millisecond
 
 // runGeneration starts the goroutines of one consumer-group generation: a
 // reader per assigned partition, the batcher, the writer, the commit and

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flatline-dev/flatline/internal/retry"
 )
 
 // position tracks, per partition, the next offset not yet written to Redis.
@@ -53,7 +55,7 @@ func (p *position) reached(written int64) int64 {
 // raiseLoop raises the watermarks of written batches in Redis, the newest
 // per partition at a time, and hands them to the local scanners.
 func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax) {
-	failing := false
+	outage := retry.Outage{Log: in.opts.Log, Down: "raise watermarks"}
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,21 +70,21 @@ func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax) {
 			if ctx.Err() != nil {
 				return
 			}
-			if !failing {
-				in.opts.Log.Warn("raise watermarks", "err", err)
-			}
-			failing = true
-			r.add(wms) // kept for the next try
-			select {
-			case <-ctx.Done():
+			outage.Failed(err)
+			// Kept for the next try, which takes the newer ones with it.
+			r.add(wms)
+			if !retry.Sleep(ctx, raiseRetry) {
 				return
-			case <-time.After(20 * time.Millisecond):
 			}
 			continue
 		}
-		failing = false
+		outage.Succeeded()
 		if in.opts.Raised != nil {
 			in.opts.Raised(wms)
 		}
 	}
 }
+
+// raiseRetry is the wait after a failed raise. The batches behind it keep
+// being written meanwhile, so a retry carries the newest watermarks.
+const raiseRetry = 20 * time.Millisecond
