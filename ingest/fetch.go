@@ -117,16 +117,22 @@ func (r *partitionReader) dial(ctx context.Context) (*kafka.Conn, error) {
 // fetch sends one fetch on conn and hands its records on. It returns nil
 // when conn may carry the next fetch.
 func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
-	sent, sentAt := r.in.opts.Now().UnixMilli(), time.Now()
+	// The socket's deadlines, and how long the answer took, are the wall
+	// clock's: the connection runs on it.
+	sentAt := time.Now()
 	if err := conn.SetReadDeadline(sentAt.Add(fetchMaxWait + fetchGrace)); err != nil {
 		return err
 	}
+	// The watermark the fetch may move is business time, on the injected
+	// clock like every watermark and deadline; read before the fetch goes
+	// out, it is never later than the send.
+	sentMs := r.in.opts.Now().UnixMilli()
 	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
 	// Every record appended before this fetch was sent lies below the
 	// high-water mark it returned: once that is written, the partition's
 	// watermark may move to the send time, as with a probe.
 	if hwm := b.HighWaterMark(); b.Err() == nil && hwm > r.next {
-		r.pos.addMark(mark{sentMs: sent, offset: hwm})
+		r.pos.addMark(mark{sentMs: sentMs, offset: hwm})
 	}
 	// The records stream from the socket as they are read: hand them on a
 	// chunk at a time, so a slow batcher holds the fetch back instead of a
@@ -168,12 +174,11 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
 		// (nothing new within fetchMaxWait: every quiet partition, every
 		// 250 ms) and an answer read to its end after the deadline it was
 		// sent with (the batcher held the records back). The answer was
-		// read whole and kafka-go keeps the connection: fetch again.
-		// Treated as a failure, it reopened the connection after a backoff
-		// growing to 1 s, and records arriving at a quiet partition — and
-		// with them the firing watermark — waited for it. (An empty answer
-		// much sooner than fetchMaxWait is a broker's own timeout error:
-		// that one backs off.)
+		// read whole and kafka-go keeps the connection, so the next fetch
+		// goes out at once: a backoff and a new connection here would hold
+		// back the records that reach a quiet partition, and with them the
+		// firing watermark. (An empty answer much sooner than fetchMaxWait
+		// is a broker's own timeout error: that one backs off.)
 	default:
 		return err
 	}

@@ -142,7 +142,8 @@ func TestChunksSplitAtBatchSize(t *testing.T) {
 // kafka-go calls that RequestTimedOut. It is no failure: the partition is
 // fetched again on the same connection, with no backoff, so what arrives
 // after a quiet spell is read at once. (Counted as failures, the empty
-// answers reopened connections after a backoff growing to 1 s.)
+// answers would reopen connections after a backoff of up to 1 s, and hold
+// back what arrives meanwhile.)
 func TestQuietPartitionsAreNoFetchErrors(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
