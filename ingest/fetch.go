@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -21,6 +22,9 @@ const (
 	// begin, and how long the records of an answer may pause, before the
 	// connection is dropped and reopened at the next offset.
 	fetchGrace = time.Second
+	// maxFetchGrace bounds the grace a partition reader grows for a broker
+	// slower than fetchGrace (see partitionReader.grace).
+	maxFetchGrace = 30 * time.Second
 	// chunkMax is the most records handed to the batcher at once.
 	chunkMax = 1024
 )
@@ -45,6 +49,13 @@ type partitionReader struct {
 	// next is the offset of the next record to hand on; a new connection
 	// starts there.
 	next int64
+	// grace stands for fetchGrace in this reader's socket deadlines. A
+	// broker that takes longer than fetchGrace to begin a large answer, or
+	// to go on with it, would fail every fetch of the partition the same
+	// way, for ever: so a fetch ended by its deadline doubles grace (up to
+	// maxFetchGrace) for the next, and a fetch that fetchGrace would have
+	// allowed brings it back.
+	grace time.Duration
 	// sizeHint is the capacity of the next chunk, the length of the last:
 	// a quiet partition's fetches bring a few records, a busy one's many.
 	sizeHint int
@@ -57,16 +68,16 @@ type partitionReader struct {
 func (in *Ingest) newPartitionReader(dialer *kafka.Dialer, partition int, start int64, out chan<- chunk, pos *position) *partitionReader {
 	return &partitionReader{
 		in: in, dialer: dialer, partition: partition, out: out, pos: pos,
-		next: start, sizeHint: 16,
+		next: start, grace: fetchGrace, sizeHint: 16,
 		backoff: retry.Backoff{Min: 10 * time.Millisecond, Max: time.Second},
 		outage:  retry.Outage{Log: in.opts.Log, Down: "fetch failing, retrying with backoff", Up: "fetch resumed"},
 	}
 }
 
 // run reads until ctx ends. After a fetch error — a fetch lost on the way
-// included: its socket deadline (fetchMaxWait + fetchGrace) ends it — it
-// closes the connection and opens a new one at the next offset, after a
-// doubling backoff (10 ms to 1 s).
+// included: its socket deadline (fetchMaxWait + grace) ends it — it closes
+// the connection and opens a new one at the next offset, after a doubling
+// backoff (10 ms to 1 s).
 func (r *partitionReader) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := r.readConn(ctx)
@@ -120,7 +131,7 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
 	// The socket's deadlines, and how long the answer took, are the wall
 	// clock's: the connection runs on it.
 	sentAt := time.Now()
-	if err := conn.SetReadDeadline(sentAt.Add(fetchMaxWait + fetchGrace)); err != nil {
+	if err := conn.SetReadDeadline(sentAt.Add(fetchMaxWait + r.grace)); err != nil {
 		return err
 	}
 	// The watermark the fetch may move is business time, on the injected
@@ -128,6 +139,9 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
 	// out, it is never later than the send.
 	sentMs := r.in.opts.Now().UnixMilli()
 	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
+	// needed is the longest the fetch waited on the broker past what it
+	// may hold the fetch: for the answer to begin, then for each chunk.
+	needed := time.Since(sentAt) - fetchMaxWait
 	// Every record appended before this fetch was sent lies below the
 	// high-water mark it returned: once that is written, the partition's
 	// watermark may move to the send time, as with a probe.
@@ -137,7 +151,8 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
 	// The records stream from the socket as they are read: hand them on a
 	// chunk at a time, so a slow batcher holds the fetch back instead of a
 	// whole response piling up in memory.
-	_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
+	readFrom := time.Now()
+	_ = conn.SetReadDeadline(readFrom.Add(r.grace))
 	var msgs []kafka.Message
 	err, read := error(nil), 0
 	for err == nil {
@@ -150,6 +165,7 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
 			msgs = append(msgs, m)
 		}
 		if len(msgs) == chunkMax || (err != nil && len(msgs) > 0) {
+			needed = max(needed, time.Since(readFrom))
 			r.outage.Succeeded("partition", r.partition)
 			r.backoff.Reset()
 			r.next = msgs[len(msgs)-1].Offset + 1
@@ -161,11 +177,20 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
 				return ctx.Err()
 			}
 			msgs = nil
-			_ = conn.SetReadDeadline(time.Now().Add(fetchGrace))
+			readFrom = time.Now()
+			_ = conn.SetReadDeadline(readFrom.Add(r.grace))
 		}
 	}
 	r.next = max(r.next, b.Offset()) // past compacted-away offsets too
-	switch err := b.Close(); {
+	err = b.Close()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		r.grace = min(2*r.grace, maxFetchGrace)
+		return err
+	}
+	if max(needed, time.Since(readFrom)) <= fetchGrace {
+		r.grace = fetchGrace
+	}
+	switch {
 	case err == nil:
 	case errors.Is(err, kafka.OffsetOutOfRange):
 		return r.seek(conn)
