@@ -9,7 +9,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/retry"
 )
 
-// commitLoop commits what the batcher wrote until the generation ends, and
+// commitLoop commits what the writer wrote until the generation ends, and
 // once more then, so a clean shutdown leaves nothing to re-read.
 func (in *Ingest) commitLoop(ctx context.Context, gen *kafka.Generation, c *pendingMax) {
 	outage := retry.Outage{Log: in.opts.Log,
