@@ -45,15 +45,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Recovery is a device that beat again after its timeout fired.
-type Recovery struct {
-	DeviceID string
-	// DownSinceMs is the deadline_ms of the timeout the recovery ends.
-	DownSinceMs int64
-	// SeenAtMs is the time of the heartbeat that ended the silence.
-	SeenAtMs int64
-}
-
 // Publisher produces timeout and recovered events to the timeouts topic.
 // It is safe for concurrent use; one serves all scanners of an instance.
 type Publisher struct {
@@ -220,12 +211,12 @@ func (p *Publisher) resolve(id string, score float64, overrides map[string]int64
 // published timeout (shard.Store.Fired): down since the deadline fired,
 // seen at the heartbeat their current score was written from.
 func (p *Publisher) Raced(ctx context.Context, shardID int, raced []shard.Raced, overrides map[string]int64) error {
-	rs := make([]Recovery, 0, len(raced))
+	rs := make([]timeouts.Recovery, 0, len(raced))
 	for _, r := range raced {
 		down, _, _ := p.resolve(r.ID, r.FiredScore, nil)
 		deadline, timeout, _ := p.resolve(r.ID, r.Score, overrides)
 		if seen := deadline - timeout; seen-down <= p.windowMs {
-			rs = append(rs, Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: seen})
+			rs = append(rs, timeouts.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: seen})
 		}
 	}
 	return p.Recovered(ctx, rs)
@@ -234,7 +225,7 @@ func (p *Publisher) Raced(ctx context.Context, shardID int, raced []shard.Raced,
 // Recovered publishes recovered events and returns once Kafka acknowledged
 // all of them, retrying like Timeouts. Their record timestamp is the time
 // of publishing (they have no detected_at_ms).
-func (p *Publisher) Recovered(ctx context.Context, rs []Recovery) error {
+func (p *Publisher) Recovered(ctx context.Context, rs []timeouts.Recovery) error {
 	if len(rs) == 0 {
 		return nil
 	}

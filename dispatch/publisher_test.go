@@ -21,6 +21,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 const (
@@ -232,7 +233,7 @@ func TestRecoveredPublished(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	rs := []Recovery{
+	rs := []timeouts.Recovery{
 		{DeviceID: "d-42", DownSinceMs: 1763683260123, SeenAtMs: 1763683300000},
 		{DeviceID: `we"ird\` + "\n", DownSinceMs: 1000, SeenAtMs: 1001},
 		{DeviceID: "設備-7", DownSinceMs: 1763683260123, SeenAtMs: 1763683260123 + 86400000},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // startTail runs Tail into a pipe and returns its lines and its result.
@@ -64,7 +65,7 @@ func TestTailFromBeginning(t *testing.T) {
 	if err := p.Timeouts(ctx, 1, due, nil, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Recovered(ctx, []Recovery{{DeviceID: "d-0", DownSinceMs: now.UnixMilli(), SeenAtMs: now.UnixMilli() + 5}}); err != nil {
+	if err := p.Recovered(ctx, []timeouts.Recovery{{DeviceID: "d-0", DownSinceMs: now.UnixMilli(), SeenAtMs: now.UnixMilli() + 5}}); err != nil {
 		t.Fatal(err)
 	}
 	want[RecoveredEventID("d-0", now.UnixMilli()+5)] = true

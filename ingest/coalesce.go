@@ -111,7 +111,7 @@ func (c *coalescer) filter(entries []entry) ([]entry, int) {
 	for k := range entries {
 		e := entries[k]
 		if !e.tomb && !e.reregister { // a reregistration replaces what is remembered
-			d, meta := shard.Decode(e.score)
+			d, meta := shard.DecodeScore(e.score)
 			if c.coveredLocked(e.id, d-c.window, meta, e.override) {
 				skipped += e.beats
 				continue

@@ -2,12 +2,10 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -482,45 +480,6 @@ func TestDecoderDefaults(t *testing.T) {
 	}
 }
 
-// TestParseRFC3339MsAgreesWithTime compares the hand-written RFC 3339 parser
-// with package time over many instants, precisions and offsets.
-func TestParseRFC3339MsAgreesWithTime(t *testing.T) {
-	t.Parallel()
-	layouts := []string{time.RFC3339, time.RFC3339Nano, "2006-01-02T15:04:05.000Z07:00", "2006-01-02T15:04:05.000000Z07:00"}
-	zones := []*time.Location{time.UTC, time.FixedZone("", 2*3600+30*60), time.FixedZone("", -(11*3600 + 59*60)), time.FixedZone("", 23*3600+59*60)}
-	r := newRand(t)
-	lo, hi := time.Date(0, 1, 2, 0, 0, 0, 0, time.UTC).Unix(), time.Date(9999, 12, 30, 0, 0, 0, 0, time.UTC).Unix()
-	for i := 0; i < 20000; i++ {
-		// 0000-01-02 .. 9999-12-30, so the instant has a 4-digit year in every zone.
-		sec := lo + r.Int64N(hi-lo)
-		if i%4 == 0 {
-			sec = testKafkaMs/1000 + r.Int64N(1e6) - 5e5
-		}
-		ts := time.Unix(sec, r.Int64N(1e9)).In(zones[r.IntN(len(zones))])
-		s := ts.Format(layouts[r.IntN(len(layouts))])
-		want, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			t.Fatalf("time.Parse(%q): %v", s, err)
-		}
-		got, ok := parseRFC3339Ms([]byte(s))
-		if !ok || got != want.UnixMilli() {
-			t.Fatalf("parseRFC3339Ms(%q) = %d, %v; want %d", s, got, ok, want.UnixMilli())
-		}
-	}
-}
-
-func TestParseIntEdges(t *testing.T) {
-	t.Parallel()
-	for _, s := range []string{"0", "-0", "1", "-1", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
-		"-9223372036854775809", "18446744073709551615", "18446744073709551616", "99999999999999999999999", "", "-", "1a"} {
-		got, ok := parseInt([]byte(s))
-		want, err := strconv.ParseInt(s, 10, 64)
-		if ok != (err == nil) || (ok && got != want) {
-			t.Errorf("parseInt(%q) = %d, %v; strconv says %d, %v", s, got, ok, want, err)
-		}
-	}
-}
-
 func TestReasonStrings(t *testing.T) {
 	t.Parallel()
 	want := []string{"not_object", "trailing_data", "bad_type", "bad_ts", "no_key", "key_too_long", "key_not_utf8", "id_mismatch", "too_large", "unknown_class"}
@@ -932,36 +891,4 @@ func mutate(r *rand.Rand, v []byte) []byte {
 		v = append(v, []string{" ", "\n", "x", "{}", "1", "]", "\x00"}[r.IntN(7)]...)
 	}
 	return v
-}
-
-// TestSpecialBytes checks the SWAR string scan against the byte table.
-func TestSpecialBytes(t *testing.T) {
-	t.Parallel()
-	r := newRand(t)
-	interesting := []byte{0x00, 0x1f, 0x20, 0x21, '"', 0x23, '\\', 0x5b, 0x5d, 0x7e, 0x7f, 0x80, 0xc3, 0xff, 'a', '0'}
-	var w [8]byte
-	for n := 0; n < 200000; n++ {
-		for i := range w {
-			if r.IntN(3) == 0 {
-				w[i] = byte(r.IntN(256))
-			} else {
-				w[i] = interesting[r.IntN(len(interesting))]
-			}
-		}
-		first := 8
-		for i, c := range w {
-			if !plainString[c] {
-				first = i
-				break
-			}
-		}
-		m := specialBytes(binary.LittleEndian.Uint64(w[:]))
-		got := 8
-		if m != 0 {
-			got = bits.TrailingZeros64(m) / 8
-		}
-		if got != first {
-			t.Fatalf("specialBytes(%q): first special byte %d, want %d", w, got, first)
-		}
-	}
 }

@@ -1,19 +1,34 @@
 // Package ingest consumes heartbeats from the signals topic and writes each
 // device's deadline to its shard.
 //
-// Ingest joins the consumer group with kafka-go's ConsumerGroup and, per
-// generation, runs one reader per assigned partition, one batcher and one
-// watermark prober. The batcher decodes a batch (invalid messages go to the
-// dead-letter topic), keeps the newest heartbeat per device, groups the
-// writes by shard under one layout snapshot and sends them in one pipelined
-// round trip. Only after Redis (and the dead-letter topic) acknowledged a
-// batch does it commit the batch's offsets and raise the partitions'
-// watermarks: a Redis outage stalls ingest without losing or skipping a
-// message, and the scanners never fire a deadline a pending message could
-// still postpone.
+// Ingest joins the consumer group with kafka-go's ConsumerGroup (group.go)
+// and, per generation, runs these goroutines, each in its own file, in the
+// order the records flow:
 //
-// The prober asks Kafka for the high-water marks of the owned partitions
-// every ingest.probe_interval; a partition whose every record up to the
-// mark is written gets the probe's send time as its watermark, so an idle
-// partition does not hold firing back.
+//   - a reader per assigned partition (fetch.go) fetches whole answers on
+//     its own connection and hands them on a chunk at a time;
+//   - the batcher (batch.go) gathers chunks into batches and prepares each
+//     (process.go): it decodes the records (decode.go, with jsonscan.go and
+//     rfc3339.go; invalid ones go to the dead-letter topic), keeps the
+//     newest heartbeat per device and, with ingest.coalesce_window, drops
+//     the writes already covered (coalesce.go);
+//   - the writer (write.go) sends each batch, grouped by shard under one
+//     layout snapshot, in one pipelined round trip, with two batches in
+//     Redis at once when their writes commute;
+//   - the raise loop (watermark.go) and the commit loop (commit.go) take the
+//     newest watermarks and offsets of written batches (pendingmax.go);
+//   - the prober (probe.go) asks Kafka for the high-water marks of the owned
+//     partitions every ingest.probe_interval; a partition whose every record
+//     up to the mark is written gets the probe's send time as its
+//     watermark, so an idle partition does not hold firing back.
+//
+// Only after Redis (and the dead-letter topic) acknowledged a batch are its
+// offsets committed and the partitions' watermarks raised: a Redis outage
+// stalls ingest without losing or skipping a message, and the scanners
+// never fire a deadline a pending message could still postpone.
+//
+// A generation ends when the group rebalances or Run's context ends; kafka-go
+// waits for all its goroutines before the next one starts. The writer waits
+// for the writes it has in Redis, and the commit loop commits once more, so
+// a clean stop leaves nothing to re-read.
 package ingest

@@ -142,7 +142,8 @@ func TestChunksSplitAtBatchSize(t *testing.T) {
 // kafka-go calls that RequestTimedOut. It is no failure: the partition is
 // fetched again on the same connection, with no backoff, so what arrives
 // after a quiet spell is read at once. (Counted as failures, the empty
-// answers reopened connections after a backoff growing to 1 s.)
+// answers would reopen connections after a backoff of up to 1 s, and hold
+// back what arrives meanwhile.)
 func TestQuietPartitionsAreNoFetchErrors(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -159,4 +160,54 @@ func TestQuietPartitionsAreNoFetchErrors(t *testing.T) {
 			t.Errorf("%s, produced after the quiet spell, not tracked", id)
 		}
 	}
+}
+
+// A fetch the broker never answers must not stall a partition: its socket
+// deadline (fetch max-wait + grace) ends it, ingest reopens the connection
+// and the records behind it are written.
+func TestLostFetchDoesNotStallPartition(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	// Beats for a device of every partition, so all are written first.
+	var first []string
+	for i := 0; i < 40; i++ {
+		first = append(first, fmt.Sprintf("before-%02d", i))
+	}
+	for _, id := range first {
+		r.produce(t, beat(id))
+	}
+	r.waitCommitted(t, r.endOffsets(t))
+	// From now on, swallow one fetch of the signals topic: no answer, ever.
+	swallowed := make(chan struct{})
+	r.kafka.Cluster().ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f := req.(*kmsg.FetchRequest)
+		for _, tp := range f.Topics {
+			if tp.Topic == signals && len(tp.Partitions) > 0 {
+				close(swallowed)
+				return nil, nil, true
+			}
+		}
+		r.kafka.Cluster().KeepControl()
+		return nil, nil, false
+	})
+	select {
+	case <-swallowed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fetch of the signals topic to swallow")
+	}
+	var after []string
+	for i := 0; i < 40; i++ {
+		after = append(after, fmt.Sprintf("after-%02d", i))
+	}
+	start := time.Now()
+	for _, id := range after {
+		r.produce(t, beat(id))
+	}
+	r.waitCommitted(t, r.endOffsets(t))
+	for _, id := range after {
+		if !r.tracked(t, id) {
+			t.Errorf("%s not tracked", id)
+		}
+	}
+	t.Logf("every partition written again %v after the lost fetch", time.Since(start).Round(time.Millisecond))
 }

@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
-	"github.com/flatline-dev/flatline/dispatch"
 	"github.com/flatline-dev/flatline/internal/logging"
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // processor turns one batch of records into one Redis round trip: the
@@ -28,7 +28,7 @@ type processor struct {
 	offsets map[int]int64
 	wms     map[int]int64
 	limiter *logging.Limiter  // shared by a generation's processors
-	outage  *atomic.Bool      // shared likewise: an outage is logged once, not per processor
+	outage  *retry.Outage     // shared likewise: an outage is logged once, not per processor
 	back    []shard.Recovered // found by writeRedis, reported by finish
 	// settleAfter, when the batch is written side by side with the one
 	// before it, is closed once that one is done: recoveries and replays
@@ -59,7 +59,9 @@ func newProcessors(in *Ingest, n int) []*processor {
 		co = newCoalescer(w, coalesceMaxEntries)
 	}
 	limiter := &logging.Limiter{Every: time.Second}
-	outage := &atomic.Bool{}
+	outage := &retry.Outage{Log: in.opts.Log,
+		Down: "ingest paused: write failed, retrying without committing",
+		Up:   "ingest resumed"}
 	ps := make([]*processor, n)
 	for k := range ps {
 		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), co: co, limiter: limiter, outage: outage}
@@ -171,7 +173,7 @@ func (p *processor) writeRedis(ctx context.Context) error {
 	// Route the whole batch by one layout, taken again at every attempt so a
 	// batch retried across a layout change never writes by a stale one.
 	writes := 0
-	err := p.retry(ctx, "redis", func() error {
+	err := p.retryWrite(ctx, "redis", func() error {
 		writes = p.route(in.opts.Layout.Current())
 		var err error
 		p.back, err = in.opts.Store.WriteAfter(ctx, &p.batch, p.settleAfter)
@@ -204,12 +206,12 @@ func (p *processor) finish(ctx context.Context) error {
 			if e.reregister {
 				p.co.undone(e.id) // the old, maybe later, deadline is gone
 			}
-			d, meta := shard.Decode(e.score)
+			d, meta := shard.DecodeScore(e.score)
 			p.co.record(e.id, d, meta, e.override)
 		}
 	}
 	if len(p.dead) > 0 && in.dlq != nil {
-		if err := p.retry(ctx, "dead-letter topic", func() error { return in.dlq.WriteMessages(ctx, p.dead...) }); err != nil {
+		if err := p.retryWrite(ctx, "dead-letter topic", func() error { return in.dlq.WriteMessages(ctx, p.dead...) }); err != nil {
 			return err
 		}
 		m.DeadLettered.Add(float64(len(p.dead)))
@@ -220,9 +222,9 @@ func (p *processor) finish(ctx context.Context) error {
 		for k := range p.entries {
 			p.latest[p.entries[k].id] = k
 		}
-		rs := make([]dispatch.Recovery, 0, len(back))
+		rs := make([]timeouts.Recovery, 0, len(back))
 		for _, r := range back {
-			down, meta := shard.Decode(r.DownScore)
+			down, meta := shard.DecodeScore(r.DownScore)
 			if meta.Has(shard.FlagPadded) {
 				down -= in.cfg.CoalesceWindow.Milliseconds()
 			}
@@ -230,7 +232,7 @@ func (p *processor) finish(ctx context.Context) error {
 			if e.atMs-down > in.opts.RecoveryWindow.Milliseconds() {
 				continue // back after the recovery window: tracked again, no event
 			}
-			rs = append(rs, dispatch.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: e.atMs})
+			rs = append(rs, timeouts.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: e.atMs})
 		}
 		if len(rs) > 0 {
 			if err := in.opts.Recovery.Recovered(ctx, rs); err != nil {
@@ -337,32 +339,17 @@ func (p *processor) deadLetter(partition int, msg *kafka.Message, reason Reason)
 	})
 }
 
-// retry runs fn until it succeeds or ctx ends, with backoff, logging the
-// start and the end of an outage once each.
-func (p *processor) retry(ctx context.Context, what string, fn func() error) error {
-	backoff := 20 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil {
-			if p.outage.CompareAndSwap(true, false) {
-				p.in.opts.Log.Info("ingest resumed", "target", what)
-			}
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+// retryWrite runs the write fn until it succeeds or ctx ends, with backoff;
+// the generation's outage logs the first failure and the success after it.
+// Nothing is committed meanwhile, so the batch holds ingest back.
+func (p *processor) retryWrite(ctx context.Context, what string, fn func() error) error {
+	err := retry.Do(ctx, retry.Backoff{Min: 20 * time.Millisecond, Max: time.Second}, func(err error) {
 		p.in.opts.Metrics.IngestErrors.Inc()
-		if p.outage.CompareAndSwap(false, true) {
-			p.in.opts.Log.Warn("ingest paused: write failed, retrying without committing", "target", what, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		case <-time.After(backoff):
-		}
-		if backoff < time.Second {
-			backoff *= 2
-		}
+		p.outage.Failed(err, "target", what)
+	}, fn)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
+	p.outage.Succeeded("target", what)
+	return nil
 }

@@ -1,6 +1,8 @@
-// Package timeouts holds the timeout policy shared by ingest (which computes
-// deadlines) and dispatch (which reports timeout_ms and class): the default,
-// the bounds, the per-class timeouts and the class ids stored in scores.
+// Package timeouts holds the domain that ingest and dispatch share without
+// importing each other: the timeout policy (ingest computes deadlines with
+// it, dispatch reports timeout_ms and class) — the default, the bounds, the
+// per-class timeouts and the class ids stored in scores — and the Recovery
+// that ingest finds and dispatch publishes.
 package timeouts
 
 import (

@@ -75,7 +75,7 @@ func TestWriterOverlapsOnlyCommutingBatches(t *testing.T) {
 	for _, p := range ps {
 		prepared <- p
 	}
-	commits, raises := newLatest(), newLatest()
+	commits, raises := newPendingMax(), newPendingMax()
 	done := make(chan struct{})
 	go func() { defer close(done); in.writer(ctx, commits, raises, map[int]*position{0: {}}, free, prepared) }()
 	for n := range ps {

@@ -1,0 +1,86 @@
+package ingest
+
+import (
+	"context"
+	"time"
+)
+
+// batcher gathers fetched chunks into batches of at most batch_size
+// records, prepares each with a free processor and hands it to the writer,
+// in order.
+func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *processor, prepared chan<- *processor) {
+	size := in.cfg.BatchSize
+	var buf []chunk
+	var carry []chunk // the rest of a chunk split at a batch's end
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		buf = append(buf[:0], carry...)
+		carry = carry[:0]
+		n := 0
+		for _, c := range buf {
+			n += len(c.msgs)
+		}
+		if n == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-chunks:
+				buf = append(buf, c)
+				n += len(c.msgs)
+			}
+		}
+		if in.cfg.BatchWait > 0 {
+			timer.Reset(in.cfg.BatchWait)
+		fill:
+			for n < size {
+				select {
+				case c := <-chunks:
+					buf = append(buf, c)
+					n += len(c.msgs)
+				case <-timer.C:
+					break fill
+				case <-ctx.Done():
+					return
+				}
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		// Take what is already queued without waiting longer.
+	more:
+		for n < size {
+			select {
+			case c := <-chunks:
+				buf = append(buf, c)
+				n += len(c.msgs)
+			default:
+				break more
+			}
+		}
+		if n > size {
+			// Split the last chunk: its tail starts the next batch.
+			last := &buf[len(buf)-1]
+			keep := len(last.msgs) - (n - size)
+			carry = append(carry, chunk{partition: last.partition, msgs: last.msgs[keep:]})
+			last.msgs = last.msgs[:keep:keep]
+		}
+		var p *processor
+		select {
+		case p = <-free:
+		case <-ctx.Done():
+			return
+		}
+		p.prepare(buf)
+		clear(buf)
+		select {
+		case prepared <- p:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/internal/retry"
+)
+
+// Run consumes until ctx is cancelled, joining generation after
+// generation of the consumer group.
+func (in *Ingest) Run(ctx context.Context) error {
+	dialer, err := in.opts.Kafka.Dialer()
+	if err != nil {
+		return err
+	}
+	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: in.opts.Kafka.GroupID, Brokers: in.opts.Kafka.Brokers, Dialer: dialer,
+		Topics:                []string{in.opts.Kafka.SignalsTopic},
+		SessionTimeout:        in.opts.Kafka.SessionTimeout,
+		HeartbeatInterval:     in.opts.Kafka.SessionTimeout / 6,
+		RebalanceTimeout:      in.opts.Kafka.SessionTimeout,
+		JoinGroupBackoff:      groupRetry,
+		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
+		StartOffset: kafka.FirstOffset,
+		Logger:      kafka.LoggerFunc(func(string, ...any) {}),
+	})
+	if err != nil {
+		return fmt.Errorf("join consumer group %q: %w", in.opts.Kafka.GroupID, err)
+	}
+	defer group.Close()
+	unavailable := retry.Outage{Log: in.opts.Log, Down: "consumer group unavailable, retrying"}
+	// A steady pace, like kafka-go's own JoinGroupBackoff: the group is
+	// back as soon as the coordinator is.
+	rejoin := retry.Backoff{Min: groupRetry, Max: groupRetry}
+	for {
+		gen, err := retry.Value(ctx, rejoin, func(err error) { unavailable.Failed(err) }, func() (*kafka.Generation, error) {
+			return group.Next(ctx)
+		})
+		if err != nil || ctx.Err() != nil {
+			return nil // only the end of ctx ends the retries
+		}
+		unavailable.Succeeded()
+		in.runGeneration(ctx, gen)
+	}
+}
+
+// groupRetry is the wait after the consumer group failed to start a
+// generation.
+const groupRetry = 500 * time.Millisecond
+
+// runGeneration starts the goroutines of one consumer-group generation: a
+// reader per assigned partition, the batcher, the writer, the commit and
+// raise loops and the prober. gen.Start ties each to the generation, which
+// waits for all of them before the next one begins.
+func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
+	topic := in.opts.Kafka.SignalsTopic
+	assigned := gen.Assignments[topic]
+	parts := make([]int, len(assigned))
+	for k, a := range assigned {
+		parts[k] = a.ID
+	}
+	in.opts.Log.Info("partitions assigned", "generation", gen.ID, "partitions", parts)
+	client, err := in.client()
+	if err != nil {
+		in.opts.Log.Error("kafka client", "err", err)
+		return
+	}
+	if len(assigned) == 0 {
+		// Nothing to read; keep the generation until it ends.
+		gen.Start(func(gctx context.Context) { <-gctx.Done() })
+		return
+	}
+	pos := make(map[int]*position, len(assigned))
+	starts, err := in.resolveStarts(ctx, client, assigned)
+	if err != nil {
+		in.opts.Log.Warn("cannot resolve start offsets", "err", err)
+		return
+	}
+	msgs := make(chan chunk, 64)
+	dialer, _ := in.opts.Kafka.Dialer()
+	for _, a := range assigned {
+		p := &position{}
+		p.written.Store(starts[a.ID])
+		pos[a.ID] = p
+		r := in.newPartitionReader(dialer, a.ID, starts[a.ID], msgs, p)
+		gen.Start(r.run)
+	}
+	commits, raises := newPendingMax(), newPendingMax()
+	// Three batches in flight: the batcher prepares the next while the
+	// writer has two in Redis; watermarks and commits stay in order.
+	free := make(chan *processor, writesInFlight+1)
+	for _, p := range newProcessors(in, writesInFlight+1) {
+		free <- p
+	}
+	prepared := make(chan *processor, 1)
+	gen.Start(func(gctx context.Context) { in.batcher(gctx, msgs, free, prepared) })
+	gen.Start(func(gctx context.Context) { in.writer(gctx, commits, raises, pos, free, prepared) })
+	gen.Start(func(gctx context.Context) { in.commitLoop(gctx, gen, commits) })
+	gen.Start(func(gctx context.Context) { in.raiseLoop(gctx, raises) })
+	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos) })
+}
+
+func (in *Ingest) client() (*kafka.Client, error) {
+	tr, err := in.opts.Kafka.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return &kafka.Client{Addr: kafka.TCP(in.opts.Kafka.Brokers...), Transport: tr, Timeout: 10 * time.Second}, nil
+}
+
+// resolveStarts turns the committed offsets (or "none") into concrete ones.
+func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assigned []kafka.PartitionAssignment) (map[int]int64, error) {
+	out := make(map[int]int64, len(assigned))
+	var reqs []kafka.OffsetRequest
+	for _, a := range assigned {
+		out[a.ID] = a.Offset
+		if a.Offset < 0 {
+			reqs = append(reqs, kafka.FirstOffsetOf(a.ID))
+		}
+	}
+	if len(reqs) == 0 {
+		return out, nil
+	}
+	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{in.opts.Kafka.SignalsTopic: reqs}})
+	if err != nil {
+		return nil, err
+	}
+	for _, po := range resp.Topics[in.opts.Kafka.SignalsTopic] {
+		if po.Error != nil {
+			return nil, po.Error
+		}
+		out[po.Partition] = po.FirstOffset
+	}
+	return out, nil
+}

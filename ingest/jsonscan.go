@@ -1,0 +1,557 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// A single-pass scanner for heartbeat values: parseObject checks that a
+// value is exactly one JSON object and locates the known fields in it,
+// without allocating or building a tree; decode.go applies the heartbeat
+// rules to what it found.
+
+// maxDepth bounds the nesting of a heartbeat value, the top-level object
+// counting as 1. Deeper values are rejected as not_object. Skipping is
+// iterative, so the bound is about refusing abuse, not about the stack.
+const maxDepth = 64
+
+// The known fields of a heartbeat value.
+const (
+	fieldDeviceID = iota
+	fieldTS
+	fieldClass
+	fieldTimeoutMS
+	numFields
+)
+
+// valueKind is the JSON type of a known field's value, as far as the
+// type checks care.
+type valueKind uint8
+
+const (
+	kindAbsent valueKind = iota // missing or null
+	kindString
+	kindNumber
+	kindOther // true, false, object or array: never a valid known field
+)
+
+// Span flags.
+const (
+	flagEscape = 1 << iota // string: has a backslash escape
+	flagHigh               // string: has a byte >= 0x80
+	flagFrac               // number: has a fraction or an exponent
+)
+
+// span locates a known field's value in the message: a string's contents
+// without the quotes, or a number's text.
+type span struct {
+	start, end int
+	kind       valueKind
+	flags      uint8
+}
+
+type fields [numFields]span
+
+// parseObject checks that v is exactly one JSON object (with surrounding
+// whitespace) and locates the last occurrence of each known field.
+func parseObject(v []byte, f *fields) Reason {
+	i := skipWS(v, 0)
+	if i >= len(v) || v[i] != '{' {
+		return ReasonNotObject
+	}
+	i = skipWS(v, i+1)
+	if i < len(v) && v[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(v) || v[i] != '"' {
+				return ReasonNotObject
+			}
+			end, kflags, ok := scanString(v, i)
+			if !ok {
+				return ReasonNotObject
+			}
+			field := lookupField(v[i+1:end-1], kflags)
+			i = skipWS(v, end)
+			if i >= len(v) || v[i] != ':' {
+				return ReasonNotObject
+			}
+			i = skipWS(v, i+1)
+			if i >= len(v) {
+				return ReasonNotObject
+			}
+			var sp span
+			switch c := v[i]; {
+			case c == '"':
+				end, fl, ok := scanString(v, i)
+				if !ok {
+					return ReasonNotObject
+				}
+				sp = span{start: i + 1, end: end - 1, kind: kindString, flags: fl}
+				i = end
+			case c == '-' || (c >= '0' && c <= '9'):
+				end, fl, ok := scanNumber(v, i)
+				if !ok {
+					return ReasonNotObject
+				}
+				sp = span{start: i, end: end, kind: kindNumber, flags: fl}
+				i = end
+			case c == '{' || c == '[':
+				end, ok := skipContainer(v, i, 1)
+				if !ok {
+					return ReasonNotObject
+				}
+				sp.kind = kindOther
+				i = end
+			default:
+				n := literal(v, i)
+				if n == 0 {
+					return ReasonNotObject
+				}
+				if c != 'n' {
+					sp.kind = kindOther
+				} // null: absent
+				i += n
+			}
+			if field >= 0 {
+				f[field] = sp // duplicates: the last one wins
+			}
+			i = skipWS(v, i)
+			if i >= len(v) {
+				return ReasonNotObject
+			}
+			if v[i] == ',' {
+				i = skipWS(v, i+1)
+				continue
+			}
+			if v[i] == '}' {
+				i++
+				break
+			}
+			return ReasonNotObject
+		}
+	}
+	if skipWS(v, i) != len(v) {
+		return ReasonTrailingData
+	}
+	return ""
+}
+
+// lookupField returns the known field named by an object key's raw
+// contents, or -1.
+func lookupField(raw []byte, flags uint8) int {
+	if needsUnquote(raw, flags) {
+		if len(raw) > 6*len("timeout_ms") {
+			return -1 // cannot unescape to a known name
+		}
+		var buf [64]byte
+		raw = unquote(buf[:0], raw)
+	}
+	switch string(raw) {
+	case "device_id":
+		return fieldDeviceID
+	case "ts":
+		return fieldTS
+	case "class":
+		return fieldClass
+	case "timeout_ms":
+		return fieldTimeoutMS
+	}
+	return -1
+}
+
+// sameString reports whether a JSON string's raw contents decode to want,
+// which is valid UTF-8.
+func sameString(raw []byte, flags uint8, want []byte) bool {
+	if flags&flagEscape == 0 {
+		if string(raw) == string(want) {
+			return true
+		}
+		if flags&flagHigh == 0 {
+			return false
+		}
+		// Invalid UTF-8 decodes to U+FFFD, which want may contain.
+	}
+	var buf [MaxKeyBytes]byte
+	return string(unquote(buf[:0], raw)) == string(want)
+}
+
+// needsUnquote reports whether a string's raw contents differ from its
+// decoded value.
+func needsUnquote(raw []byte, flags uint8) bool {
+	return flags&flagEscape != 0 || (flags&flagHigh != 0 && !utf8.Valid(raw))
+}
+
+// unquote appends the decoded value of a syntactically valid JSON string's
+// raw contents to dst, exactly as encoding/json decodes it: invalid UTF-8
+// and unpaired surrogates become U+FFFD.
+func unquote(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		switch {
+		case c == '\\' && i+1 < len(raw):
+			e := raw[i+1]
+			i += 2
+			switch e {
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				r := hex4(raw, i)
+				if r < 0 {
+					return dst // not reached for scanned strings
+				}
+				i += 4
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if i+6 <= len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+						r2 = hex4(raw, i+2)
+					}
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						i += 6
+						r = dec
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				dst = utf8.AppendRune(dst, r)
+			default: // '"', '\\', '/'
+				dst = append(dst, e)
+			}
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(raw[i:])
+			dst = utf8.AppendRune(dst, r)
+			i += size
+		}
+	}
+	return dst
+}
+
+func hex4(b []byte, i int) rune {
+	if i+4 > len(b) {
+		return -1
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// plainString marks the bytes that may appear unescaped in a JSON string
+// and need no further look: printable ASCII other than '"' and '\\'.
+var plainString = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// scanString scans the JSON string starting at v[i] == '"'. It returns the
+// index after the closing quote and the string's flags.
+func scanString(v []byte, i int) (end int, flags uint8, ok bool) {
+	i++
+	for {
+		// Eight bytes at a time while none needs a look (SWAR).
+		for i+8 <= len(v) {
+			m := specialBytes(binary.LittleEndian.Uint64(v[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		for i < len(v) && plainString[v[i]] {
+			i++
+		}
+		if i >= len(v) {
+			return i, flags, false
+		}
+		switch c := v[i]; {
+		case c == '"':
+			return i + 1, flags, true
+		case c == '\\':
+			flags |= flagEscape
+			if i+1 >= len(v) {
+				return i, flags, false
+			}
+			switch v[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if hex4(v, i+2) < 0 {
+					return i, flags, false
+				}
+				i += 6
+			default:
+				return i, flags, false
+			}
+		case c < 0x20:
+			return i, flags, false
+		default: // >= 0x80
+			flags |= flagHigh
+			i++
+		}
+	}
+}
+
+// specialBytes returns a mask whose lowest set bit is the high bit of the
+// first byte of x (in memory order) that is '"', '\\', below 0x20 or
+// above 0x7f, or 0 when there is none. Borrows can flag bytes above the
+// first special one, never below it.
+func specialBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (ones * '"')
+	b := x ^ (ones * '\\')
+	m := (x - ones*0x20) &^ x
+	m |= (q - ones) &^ q
+	m |= (b - ones) &^ b
+	return (m | x) & highs
+}
+
+// scanNumber scans the JSON number starting at v[i] ('-' or a digit).
+func scanNumber(v []byte, i int) (end int, flags uint8, ok bool) {
+	if v[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(v):
+		return i, 0, false
+	case v[i] == '0':
+		i++
+	case v[i] >= '1' && v[i] <= '9':
+		i = skipDigits(v, i+1)
+	default:
+		return i, 0, false
+	}
+	if i < len(v) && v[i] == '.' {
+		flags |= flagFrac
+		j := skipDigits(v, i+1)
+		if j == i+1 {
+			return j, flags, false
+		}
+		i = j
+	}
+	if i < len(v) && (v[i] == 'e' || v[i] == 'E') {
+		flags |= flagFrac
+		i++
+		if i < len(v) && (v[i] == '+' || v[i] == '-') {
+			i++
+		}
+		j := skipDigits(v, i)
+		if j == i {
+			return j, flags, false
+		}
+		i = j
+	}
+	return i, flags, true
+}
+
+func skipDigits(v []byte, i int) int {
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// literal returns the length of the true, false or null at v[i], or 0.
+func literal(v []byte, i int) int {
+	rest := v[i:]
+	switch {
+	case len(rest) >= 4 && string(rest[:4]) == "null", len(rest) >= 4 && string(rest[:4]) == "true":
+		return 4
+	case len(rest) >= 5 && string(rest[:5]) == "false":
+		return 5
+	}
+	return 0
+}
+
+func skipWS(v []byte, i int) int {
+	for i < len(v) && v[i] <= ' ' {
+		switch v[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipContainer skips the object or array starting at v[i], nested inside
+// depth levels, without recursion: a bit per open level (1 = object) is
+// enough for maxDepth <= 64.
+func skipContainer(v []byte, i, depth int) (int, bool) {
+	var objects uint64
+	open := 0
+	expectValue := true
+	for {
+		if expectValue {
+			if i >= len(v) {
+				return i, false
+			}
+			switch c := v[i]; {
+			case c == '{' || c == '[':
+				open++
+				if depth+open > maxDepth {
+					return i, false
+				}
+				bit := uint64(1) << (open - 1)
+				objects &^= bit
+				closer := byte(']')
+				if c == '{' {
+					objects |= bit
+					closer = '}'
+				}
+				i = skipWS(v, i+1)
+				if i >= len(v) {
+					return i, false
+				}
+				if v[i] == closer {
+					i++
+					open--
+					if open == 0 {
+						return i, true
+					}
+					expectValue = false
+					continue
+				}
+				if c == '{' {
+					var ok bool
+					if i, ok = skipMemberName(v, i); !ok {
+						return i, false
+					}
+				}
+				continue
+			case c == '"':
+				end, _, ok := scanString(v, i)
+				if !ok {
+					return end, false
+				}
+				i = end
+			case c == '-' || (c >= '0' && c <= '9'):
+				end, _, ok := scanNumber(v, i)
+				if !ok {
+					return end, false
+				}
+				i = end
+			default:
+				n := literal(v, i)
+				if n == 0 {
+					return i, false
+				}
+				i += n
+			}
+			expectValue = false
+			continue
+		}
+		i = skipWS(v, i)
+		if i >= len(v) {
+			return i, false
+		}
+		inObject := objects&(uint64(1)<<(open-1)) != 0
+		switch v[i] {
+		case ',':
+			i = skipWS(v, i+1)
+			if inObject {
+				var ok bool
+				if i, ok = skipMemberName(v, i); !ok {
+					return i, false
+				}
+			}
+			expectValue = true
+		case '}', ']':
+			if (v[i] == '}') != inObject {
+				return i, false
+			}
+			i++
+			open--
+			if open == 0 {
+				return i, true
+			}
+		default:
+			return i, false
+		}
+	}
+}
+
+// skipMemberName skips `"name" :` and the whitespace after it.
+func skipMemberName(v []byte, i int) (int, bool) {
+	if i >= len(v) || v[i] != '"' {
+		return i, false
+	}
+	end, _, ok := scanString(v, i)
+	if !ok {
+		return end, false
+	}
+	i = skipWS(v, end)
+	if i >= len(v) || v[i] != ':' {
+		return i, false
+	}
+	return skipWS(v, i+1), true
+}
+
+// parseInt parses a JSON integer (-?digits) exactly, failing on overflow.
+func parseInt(b []byte) (int64, bool) {
+	neg := false
+	if len(b) > 0 && b[0] == '-' {
+		neg, b = true, b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (math.MaxUint64-9)/10 {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if neg {
+		if n > 1<<63 {
+			return 0, false
+		}
+		return -int64(n), true // -(1<<63) wraps to itself, as wanted
+	}
+	if n > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(n), true
+}
+
+// parseFloat parses a syntactically valid JSON number. Overflow to ±Inf is
+// a failure; underflow to 0 is not.
+func parseFloat(b []byte) (float64, bool) {
+	x, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
+		return 0, false
+	}
+	return x, true
+}

@@ -1,0 +1,52 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"strconv"
+	"testing"
+)
+
+func TestParseIntEdges(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"0", "-0", "1", "-1", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+		"-9223372036854775809", "18446744073709551615", "18446744073709551616", "99999999999999999999999", "", "-", "1a"} {
+		got, ok := parseInt([]byte(s))
+		want, err := strconv.ParseInt(s, 10, 64)
+		if ok != (err == nil) || (ok && got != want) {
+			t.Errorf("parseInt(%q) = %d, %v; strconv says %d, %v", s, got, ok, want, err)
+		}
+	}
+}
+
+// TestSpecialBytes checks the SWAR string scan against the byte table.
+func TestSpecialBytes(t *testing.T) {
+	t.Parallel()
+	r := newRand(t)
+	interesting := []byte{0x00, 0x1f, 0x20, 0x21, '"', 0x23, '\\', 0x5b, 0x5d, 0x7e, 0x7f, 0x80, 0xc3, 0xff, 'a', '0'}
+	var w [8]byte
+	for n := 0; n < 200000; n++ {
+		for i := range w {
+			if r.IntN(3) == 0 {
+				w[i] = byte(r.IntN(256))
+			} else {
+				w[i] = interesting[r.IntN(len(interesting))]
+			}
+		}
+		first := 8
+		for i, c := range w {
+			if !plainString[c] {
+				first = i
+				break
+			}
+		}
+		m := specialBytes(binary.LittleEndian.Uint64(w[:]))
+		got := 8
+		if m != 0 {
+			got = bits.TrailingZeros64(m) / 8
+		}
+		if got != first {
+			t.Fatalf("specialBytes(%q): first special byte %d, want %d", w, got, first)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package ingest
+
+import "context"
+
+// writer writes prepared batches in order, then moves the written offsets,
+// the watermarks and the commits on.
+func (in *Ingest) writer(ctx context.Context, commits, raises *pendingMax, pos map[int]*position, free chan<- *processor, prepared <-chan *processor) {
+	// Two batches in Redis at once: the next batch's commands go out while
+	// Redis still works through the previous one's, so Redis does not sit
+	// idle while a reply is read and the next request written. Only
+	// batches whose writes commute overlap (see processor.ordered), and
+	// what a batch's look at the down sets found is settled after the
+	// batch before it is done (shard.Store.WriteAfter); what follows a
+	// write — offsets, watermarks, commits, dead letters, recovered
+	// events — stays in batch order.
+	queue := make(chan *writing, writesInFlight-1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for w := range queue {
+			<-w.done
+			err := w.err
+			if err == nil {
+				err = w.p.finish(ctx)
+			}
+			if err != nil {
+				// The generation ended mid-batch: nothing is committed,
+				// the partitions' next owner re-reads the batch.
+				in.opts.Log.Debug("batch abandoned", "err", err)
+				return
+			}
+			p := w.p
+			offsets, wms := p.written()
+			for part, off := range offsets {
+				pos[part].written.Store(off)
+				if t := pos[part].reached(off); t > wms[part] {
+					wms[part] = t
+				}
+			}
+			// Watermark and commit follow in the background: the next
+			// batch goes to Redis at once.
+			raises.add(wms)
+			commits.add(offsets)
+			free <- p
+		}
+	}()
+	var last *writing
+	defer func() {
+		close(queue)
+		<-finished
+		if last != nil {
+			<-last.done // no write outlives the generation
+		}
+	}()
+	for {
+		var p *processor
+		select {
+		case p = <-prepared:
+		case <-ctx.Done():
+			return
+		case <-finished:
+			return
+		}
+		w := &writing{p: p, done: make(chan struct{}), ordered: p.ordered()}
+		if last != nil && (w.ordered || last.ordered) {
+			select {
+			case <-last.done:
+			case <-ctx.Done():
+				return
+			}
+		}
+		// Queued before it starts: a write starts once the one two back
+		// is done, so at most writesInFlight are in Redis.
+		select {
+		case queue <- w:
+		case <-ctx.Done():
+			return
+		case <-finished:
+			return
+		}
+		p.settleAfter = nil
+		if last != nil {
+			p.settleAfter = last.done
+		}
+		go func() {
+			defer close(w.done)
+			w.err = in.writeRedis(p, ctx)
+		}()
+		last = w
+	}
+}
+
+// writesInFlight is how many batches the writer has in Redis at once.
+const writesInFlight = 2
+
+// writing is a batch on its way to Redis.
+type writing struct {
+	p       *processor
+	ordered bool
+	done    chan struct{} // closed when the write ended; err says how
+	err     error
+}
