@@ -91,6 +91,9 @@ default, 10s, when config leaves it out) plus terminationGraceExtraSeconds:
 Kubernetes must not SIGKILL an instance still inside its graceful shutdown.
 */}}
 {{- define "flatline.terminationGracePeriodSeconds" -}}
+{{- if lt (int .Values.terminationGraceExtraSeconds) 1 }}
+{{- fail (printf "terminationGraceExtraSeconds: must be at least 1, got %v" .Values.terminationGraceExtraSeconds) }}
+{{- end }}
 {{- $timeout := dig "shutdown_timeout" "10s" (.Values.config | default dict) }}
 {{- $seconds := include "flatline.seconds" (dict "key" "config.shutdown_timeout" "value" $timeout) | int }}
 {{- add $seconds (int .Values.terminationGraceExtraSeconds) }}
