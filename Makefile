@@ -11,13 +11,16 @@ SHELL    := bash
 # Go sources to format-check: everything but vendored code and testdata.
 GOFILES = $(shell find . -name '*.go' -not -path './vendor/*' -not -path '*/testdata/*' -not -path './.git/*')
 
-.PHONY: help build run test fuzz bench lint fmt-check vet clean screenshot check-rules
+.PHONY: help build run test fuzz bench lint fmt-check vet clean screenshot check-rules helm-check
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
+# The Dockerfile builds with this target too, as `CGO_ENABLED=0 make build`:
+# go build reads CGO_ENABLED (and GOFLAGS) from the environment, and with cgo
+# off the binary is static.
 build: ## build bin/flatline (flatline version prints VERSION, default: git describe)
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flatline ./cmd/flatline
 
@@ -74,6 +77,28 @@ bench-large: ## Redis memory per device at 10,000,000 devices against a bare ZSE
 check-rules: ## promtool: check deploy/prometheus/alerts.yml and run its unit tests (Debian package prometheus)
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
+
+# Helm from the Go module proxy, pinned: CI (.ci/run) builds it once into
+# bin/ (a few minutes on 2 cores); `make bin/helm` does the same here.
+HELM_VERSION ?= v3.22.0
+HELM ?= bin/helm
+CHART := deploy/helm/flatline
+
+bin/helm:
+	GOBIN="$(CURDIR)/bin" $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# The chart's copy of the alert rules must equal deploy/prometheus/alerts.yml
+# (the PrometheusRule reads it with .Files.Get, which cannot reach outside the
+# chart); go test ./deploy checks the same and more.
+helm-check: ## helm lint the chart, helm template it into bin/helm-template.yaml (needs bin/helm: make bin/helm)
+	@$(HELM) version --short
+	@cmp deploy/prometheus/alerts.yml $(CHART)/files/alerts.yml || \
+		{ echo "$(CHART)/files/alerts.yml differs from deploy/prometheus/alerts.yml: cp deploy/prometheus/alerts.yml $(CHART)/files/alerts.yml"; exit 1; }
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) --set serviceMonitor.enabled=true,prometheusRule.enabled=true
+	@mkdir -p bin
+	$(HELM) template flatline $(CHART) --set serviceMonitor.enabled=true,prometheusRule.enabled=true > bin/helm-template.yaml
+	@echo "rendered: bin/helm-template.yaml"
 
 screenshot: build ## refresh docs/status-page.png from `flatline dev` (needs chromium and python3)
 	@log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT; \

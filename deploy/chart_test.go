@@ -1,0 +1,568 @@
+package deploy_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/testenv"
+)
+
+const (
+	chartDir   = "helm/flatline"
+	alertsFile = "prometheus/alerts.yml"
+	configPath = "/etc/flatline/flatline.yaml"
+)
+
+// helmBinary is the repository's bin/helm (make bin/helm), else helm on
+// PATH. Without one the chart tests skip, except in CI, which must run them.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := filepath.Abs("../bin/helm"); err == nil {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("helm"); err == nil {
+		return p
+	}
+	if testenv.InCI() {
+		t.Fatal("helm not found (neither bin/helm nor on PATH): CI must render the chart; make bin/helm builds it")
+	}
+	t.Skip("helm not found (neither bin/helm nor on PATH): make bin/helm builds it")
+	return ""
+}
+
+// The parts of the rendered manifests the tests look at.
+type (
+	manifest struct {
+		Kind     string `yaml:"kind"`
+		Metadata struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
+		raw []byte
+	}
+	deployment struct {
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+			Template struct {
+				Metadata struct {
+					Labels map[string]string `yaml:"labels"`
+				} `yaml:"metadata"`
+				Spec podSpec `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	podSpec struct {
+		TerminationGracePeriodSeconds *int64 `yaml:"terminationGracePeriodSeconds"`
+		EnableServiceLinks            *bool  `yaml:"enableServiceLinks"`
+		SecurityContext               struct {
+			RunAsNonRoot   *bool  `yaml:"runAsNonRoot"`
+			RunAsUser      *int64 `yaml:"runAsUser"`
+			SeccompProfile struct {
+				Type string `yaml:"type"`
+			} `yaml:"seccompProfile"`
+		} `yaml:"securityContext"`
+		Containers []container `yaml:"containers"`
+		Volumes    []struct {
+			Name      string `yaml:"name"`
+			ConfigMap *struct {
+				Name string `yaml:"name"`
+			} `yaml:"configMap"`
+		} `yaml:"volumes"`
+	}
+	container struct {
+		Name    string   `yaml:"name"`
+		Command []string `yaml:"command"`
+		Args    []string `yaml:"args"`
+		Ports   []struct {
+			Name          string `yaml:"name"`
+			ContainerPort int    `yaml:"containerPort"`
+		} `yaml:"ports"`
+		Env []struct {
+			Name      string `yaml:"name"`
+			Value     string `yaml:"value"`
+			ValueFrom *struct {
+				SecretKeyRef *struct {
+					Name string `yaml:"name"`
+					Key  string `yaml:"key"`
+				} `yaml:"secretKeyRef"`
+			} `yaml:"valueFrom"`
+		} `yaml:"env"`
+		LivenessProbe   probe `yaml:"livenessProbe"`
+		ReadinessProbe  probe `yaml:"readinessProbe"`
+		SecurityContext struct {
+			RunAsNonRoot             *bool `yaml:"runAsNonRoot"`
+			AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+			ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
+			Capabilities             struct {
+				Drop []string `yaml:"drop"`
+			} `yaml:"capabilities"`
+		} `yaml:"securityContext"`
+		VolumeMounts []struct {
+			Name      string `yaml:"name"`
+			MountPath string `yaml:"mountPath"`
+			ReadOnly  bool   `yaml:"readOnly"`
+		} `yaml:"volumeMounts"`
+	}
+	probe struct {
+		HTTPGet *struct {
+			Path string `yaml:"path"`
+			Port any    `yaml:"port"` // a port name or number
+		} `yaml:"httpGet"`
+	}
+	selectorSpec struct {
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+		} `yaml:"spec"`
+	}
+)
+
+// release is one rendering of the chart.
+type release struct {
+	t         *testing.T
+	manifests []manifest
+}
+
+// render runs helm template on the chart with args (--set ...) and fails the
+// test when helm does.
+func render(t *testing.T, args ...string) release {
+	t.Helper()
+	out, err := helmTemplate(t, args...)
+	if err != nil {
+		t.Fatalf("helm template %s: %v", strings.Join(args, " "), err)
+	}
+	r := release{t: t}
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("helm template output: %v", err)
+		}
+		if len(doc.Content) == 0 { // an empty document between two ---
+			continue
+		}
+		raw, err := yaml.Marshal(&doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := manifest{raw: raw}
+		if err := doc.Decode(&m); err != nil {
+			t.Fatalf("manifest: %v", err)
+		}
+		r.manifests = append(r.manifests, m)
+	}
+	return r
+}
+
+func helmTemplate(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), append([]string{"template", "flatline", chartDir}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, errors.New(strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// decode decodes the one manifest of kind into v; ok is false when there is none.
+func (r release) decode(kind string, v any) (ok bool) {
+	r.t.Helper()
+	var found []manifest
+	for _, m := range r.manifests {
+		if m.Kind == kind {
+			found = append(found, m)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return false
+	case 1:
+		if err := yaml.Unmarshal(found[0].raw, v); err != nil {
+			r.t.Fatalf("%s: %v", kind, err)
+		}
+		return true
+	}
+	r.t.Fatalf("%d manifests of kind %s, want one", len(found), kind)
+	return false
+}
+
+func (r release) must(kind string, v any) {
+	r.t.Helper()
+	if !r.decode(kind, v) {
+		r.t.Fatalf("no %s rendered", kind)
+	}
+}
+
+func (r release) pod() podSpec {
+	r.t.Helper()
+	var d deployment
+	r.must("Deployment", &d)
+	return d.Spec.Template.Spec
+}
+
+func (r release) container() container {
+	r.t.Helper()
+	pod := r.pod()
+	if len(pod.Containers) != 1 {
+		r.t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	return pod.Containers[0]
+}
+
+// config loads the ConfigMap's flatline.yaml the way `flatline serve` and
+// `flatline config validate` do (configs.Load validates), with env as the
+// container's environment.
+func (r release) config(env ...string) *configs.Config {
+	r.t.Helper()
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	r.must("ConfigMap", &cm)
+	text, ok := cm.Data[filepath.Base(configPath)]
+	if !ok {
+		r.t.Fatalf("ConfigMap has no %s", filepath.Base(configPath))
+	}
+	file := filepath.Join(r.t.TempDir(), "flatline.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	cfg, err := configs.Load(configs.LoadOptions{File: file, Env: env})
+	if err != nil {
+		r.t.Fatalf("the rendered flatline.yaml does not validate: %v\n%s", err, text)
+	}
+	if len(cfg.Warnings) > 0 {
+		r.t.Errorf("loading the rendered configuration warns: %q", cfg.Warnings)
+	}
+	return cfg
+}
+
+// port resolves a probe's or Service's port, a name or a number, against
+// the container's ports.
+func (c container) port(t *testing.T, p any) int {
+	t.Helper()
+	for _, cp := range c.Ports {
+		if cp.Name == p || cp.ContainerPort == p {
+			return cp.ContainerPort
+		}
+	}
+	t.Fatalf("port %v is not a port of the container %v", p, c.Ports)
+	return 0
+}
+
+func TestChartRunsServeWithTheRenderedConfig(t *testing.T) {
+	t.Parallel()
+	r := render(t)
+	c := r.container()
+	if got := append(slices.Clone(c.Command), c.Args...); len(got) < 4 || filepath.Base(got[0]) != "flatline" ||
+		!slices.Equal(got[1:], []string{"serve", "--config", configPath}) {
+		t.Errorf("container runs %q, want flatline serve --config %s", got, configPath)
+	}
+	var cm manifest
+	r.must("ConfigMap", &cm)
+	volume := ""
+	for _, v := range r.pod().Volumes {
+		if v.ConfigMap != nil && v.ConfigMap.Name == cm.Metadata.Name {
+			volume = v.Name
+		}
+	}
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		mounted = mounted || (m.Name == volume && m.MountPath == filepath.Dir(configPath) && m.ReadOnly)
+	}
+	if volume == "" || !mounted {
+		t.Errorf("ConfigMap %s is not mounted read-only at %s: volumes %+v, mounts %+v", cm.Metadata.Name, filepath.Dir(configPath), r.pod().Volumes, c.VolumeMounts)
+	}
+	r.config()
+}
+
+func TestChartProbesReachTheHTTPServer(t *testing.T) {
+	t.Parallel()
+	r := render(t)
+	c := r.container()
+	host, port, err := net.SplitHostPort(r.config().HTTP.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "0.0.0.0" || port != "9464" {
+		t.Errorf("http.addr %s:%s, want 0.0.0.0:9464: the kubelet's probes and Prometheus come from outside the pod", host, port)
+	}
+	for _, p := range []struct {
+		name  string
+		probe probe
+		path  string
+	}{
+		{"liveness", c.LivenessProbe, "/healthz"},
+		{"readiness", c.ReadinessProbe, "/readyz"},
+	} {
+		if p.probe.HTTPGet == nil {
+			t.Errorf("%s probe: no httpGet", p.name)
+			continue
+		}
+		if p.probe.HTTPGet.Path != p.path {
+			t.Errorf("%s probe path %q, want %q", p.name, p.probe.HTTPGet.Path, p.path)
+		}
+		if got := strconv.Itoa(c.port(t, p.probe.HTTPGet.Port)); got != port {
+			t.Errorf("%s probe on port %s, http.addr listens on %s", p.name, got, port)
+		}
+	}
+}
+
+func TestChartRunsUnprivileged(t *testing.T) {
+	t.Parallel()
+	pod := render(t).pod()
+	sc := pod.SecurityContext
+	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+		t.Errorf("pod securityContext: runAsNonRoot %v, runAsUser %v; want true and a non-zero UID", deref(sc.RunAsNonRoot), deref(sc.RunAsUser))
+	}
+	if sc.SeccompProfile.Type != "RuntimeDefault" {
+		t.Errorf("pod seccompProfile %q, want RuntimeDefault", sc.SeccompProfile.Type)
+	}
+	c := pod.Containers[0].SecurityContext
+	if c.RunAsNonRoot == nil || !*c.RunAsNonRoot {
+		t.Error("container securityContext.runAsNonRoot is not true")
+	}
+	if c.ReadOnlyRootFilesystem == nil || !*c.ReadOnlyRootFilesystem {
+		t.Error("container securityContext.readOnlyRootFilesystem is not true")
+	}
+	if c.AllowPrivilegeEscalation == nil || *c.AllowPrivilegeEscalation {
+		t.Error("container securityContext.allowPrivilegeEscalation is not false")
+	}
+	if !slices.Equal(c.Capabilities.Drop, []string{"ALL"}) {
+		t.Errorf("container drops capabilities %q, want [ALL]", c.Capabilities.Drop)
+	}
+	// Service links would add FLATLINE_SERVICE_HOST and the like for a
+	// release named flatline, which flatline reads as (unknown) settings.
+	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+		t.Error("enableServiceLinks is not false")
+	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// A pod killed inside its graceful shutdown leaves the consumer group late
+// and its scanner leases to expire: the grace period must outlast
+// shutdown_timeout, however it is written.
+func TestChartGracePeriodOutlastsShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"values as shipped", nil},
+		{"flatline's default", []string{"--set", "config.shutdown_timeout=null"}},
+		{"minutes and seconds", []string{"--set", "config.shutdown_timeout=1m30s"}},
+		{"milliseconds", []string{"--set", "config.shutdown_timeout=1500ms"}},
+		{"fraction", []string{"--set", "config.shutdown_timeout=2.5s"}},
+		{"hours", []string{"--set", "config.shutdown_timeout=1h"}},
+		{"one extra second", []string{"--set", "config.shutdown_timeout=1500ms", "--set", "terminationGraceExtraSeconds=1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := render(t, tc.args...)
+			grace := r.pod().TerminationGracePeriodSeconds
+			shutdown := r.config().ShutdownTimeout
+			if grace == nil || time.Duration(*grace)*time.Second <= shutdown {
+				t.Errorf("terminationGracePeriodSeconds %v, not above shutdown_timeout %s", deref(grace), shutdown)
+			}
+		})
+	}
+}
+
+func TestChartRefusesWhatWouldNotWork(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"config.shutdown_timeout=90", "config.shutdown_timeout: want a Go duration"},
+		{"config.shutdown_timeout=1m30", "config.shutdown_timeout: want a Go duration"},
+		{"terminationGraceExtraSeconds=0", "terminationGraceExtraSeconds: must be at least 1"},
+		{"config.http.addr=127.0.0.1:9464", "config.http.addr: the chart sets it to 0.0.0.0:9464"},
+		{"config.redis.password=hunter2", "config.redis.password: a ConfigMap is not secret"},
+		{"config.kafka.sasl.password=hunter2", "config.kafka.sasl.password: a ConfigMap is not secret"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			t.Parallel()
+			_, err := helmTemplate(t, "--set", tc.set)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template --set %s: %v, want an error with %q", tc.set, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestChartPasswordsComeFromSecrets(t *testing.T) {
+	t.Parallel()
+	r := render(t,
+		"--set", "secrets.redisPassword.name=redis-auth",
+		"--set", "secrets.kafkaSaslPassword.name=kafka-auth",
+		"--set", "secrets.kafkaSaslPassword.key=sasl",
+		"--set", "config.kafka.sasl.mechanism=SCRAM-SHA-512",
+		"--set", "config.kafka.sasl.username=flatline",
+	)
+	want := map[string][2]string{
+		"FLATLINE_REDIS_PASSWORD":      {"redis-auth", "password"},
+		"FLATLINE_KAFKA_SASL_PASSWORD": {"kafka-auth", "sasl"},
+	}
+	// Every variable the chart sets must be a setting flatline knows: give
+	// each a value and load the configuration with them (r.config fails on
+	// a warning about an unknown FLATLINE_ variable).
+	var env []string
+	for _, e := range r.container().Env {
+		value := e.Value
+		if w, ok := want[e.Name]; ok {
+			if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+				e.ValueFrom.SecretKeyRef.Name != w[0] || e.ValueFrom.SecretKeyRef.Key != w[1] {
+				t.Errorf("%s: want it from Secret %s key %s, got %+v", e.Name, w[0], w[1], e.ValueFrom)
+			}
+			delete(want, e.Name)
+			value = "secret-of-" + e.Name
+		}
+		env = append(env, e.Name+"="+value)
+	}
+	for name := range want {
+		t.Errorf("%s is not set", name)
+	}
+	cfg := r.config(env...)
+	if cfg.Redis.Password != "secret-of-FLATLINE_REDIS_PASSWORD" || cfg.Kafka.SASL.Password != "secret-of-FLATLINE_KAFKA_SASL_PASSWORD" {
+		t.Errorf("the Secrets' variables do not reach redis.password and kafka.sasl.password: %q, %q", cfg.Redis.Password, cfg.Kafka.SASL.Password)
+	}
+	// No password at all without a Secret: the variables are not set empty.
+	for _, e := range render(t).container().Env {
+		if strings.HasSuffix(e.Name, "_PASSWORD") {
+			t.Errorf("%s is set without a Secret named", e.Name)
+		}
+	}
+}
+
+func TestChartKeepsInstancesUpThroughDisruptions(t *testing.T) {
+	t.Parallel()
+	r := render(t)
+	pod := r.pod()
+	var d deployment
+	r.must("Deployment", &d)
+	labels := d.Spec.Template.Metadata.Labels
+	selects := func(sel map[string]string) bool {
+		for k, v := range sel {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return len(sel) > 0
+	}
+	var pdb selectorSpec
+	r.must("PodDisruptionBudget", &pdb)
+	if !selects(pdb.Spec.Selector.MatchLabels) {
+		t.Errorf("PodDisruptionBudget selects %v, not the pods %v", pdb.Spec.Selector.MatchLabels, labels)
+	}
+	var svc struct {
+		Spec struct {
+			Selector map[string]string `yaml:"selector"`
+			Ports    []struct {
+				Name       string `yaml:"name"`
+				TargetPort any    `yaml:"targetPort"`
+			} `yaml:"ports"`
+		} `yaml:"spec"`
+	}
+	r.must("Service", &svc)
+	if !selects(svc.Spec.Selector) {
+		t.Errorf("Service selects %v, not the pods %v", svc.Spec.Selector, labels)
+	}
+	if len(svc.Spec.Ports) != 1 || pod.Containers[0].port(t, svc.Spec.Ports[0].TargetPort) != 9464 {
+		t.Errorf("Service ports %+v, want one to the http port 9464", svc.Spec.Ports)
+	}
+}
+
+func TestChartMonitoringIsOptional(t *testing.T) {
+	t.Parallel()
+	r := render(t)
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		if r.decode(kind, &struct{}{}) {
+			t.Errorf("%s rendered by default; the CRD may not exist in the cluster", kind)
+		}
+	}
+
+	r = render(t, "--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=true")
+	var sm struct {
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+			Endpoints []struct {
+				Port string `yaml:"port"`
+				Path string `yaml:"path"`
+			} `yaml:"endpoints"`
+		} `yaml:"spec"`
+	}
+	r.must("ServiceMonitor", &sm)
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
+		t.Errorf("ServiceMonitor endpoints %+v, want port http, path /metrics", sm.Spec.Endpoints)
+	}
+
+	var rule struct {
+		Spec struct {
+			Groups any `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	r.must("PrometheusRule", &rule)
+	var alerts struct {
+		Groups any `yaml:"groups"`
+	}
+	data, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &alerts); err != nil {
+		t.Fatal(err)
+	}
+	if alerts.Groups == nil || !reflect.DeepEqual(rule.Spec.Groups, alerts.Groups) {
+		t.Errorf("the PrometheusRule's groups differ from %s's:\n%v\nwant\n%v", alertsFile, rule.Spec.Groups, alerts.Groups)
+	}
+}
+
+// The chart's PrometheusRule reads files/alerts.yml (.Files cannot reach
+// outside the chart); it must be deploy/prometheus/alerts.yml, the file
+// promtool checks and tests.
+func TestChartAlertsAreDeployPrometheusAlerts(t *testing.T) {
+	t.Parallel()
+	want, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile := filepath.Join(chartDir, "files", "alerts.yml")
+	got, err := os.ReadFile(copyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("deploy/%s differs from deploy/%s: cp deploy/%s deploy/%s", copyFile, alertsFile, alertsFile, copyFile)
+	}
+}
