@@ -11,6 +11,11 @@ import (
 // envPrefix starts every environment override.
 const envPrefix = "FLATLINE_"
 
+// tagName is the struct tag that names a field's key, `config:"batch_size"`.
+// Only this package reads it: the file is walked as YAML nodes, not decoded
+// into the structs, so neither yaml nor any config library sees the tag.
+const tagName = "config"
+
 // secretKeys are the keys whose values Redacted hides. The stage packages
 // own their structs, so the list lives here rather than in a struct tag.
 var secretKeys = map[string]bool{
@@ -19,7 +24,7 @@ var secretKeys = map[string]bool{
 }
 
 // leaf is one settable key: a scalar, a list or a map (timeouts.classes),
-// addressed by its koanf path.
+// addressed by its dotted path.
 type leaf struct {
 	path  string
 	env   string // FLATLINE_ + path upper-cased, "." -> "_"
@@ -27,7 +32,7 @@ type leaf struct {
 	index []int // reflect.Value.FieldByIndex from Config
 }
 
-// keySchema is the key set of Config, derived from its koanf tags so a field
+// keySchema is the key set of Config, derived from its config tags so a field
 // added to a stage's Config is loadable (and must be documented) at once.
 type keySchema struct {
 	leaves []*leaf             // in struct order
@@ -60,12 +65,12 @@ func (s *keySchema) walk(t reflect.Type, prefix string, index []int) error {
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		name, _, _ := strings.Cut(f.Tag.Get(tagName), ",")
 		if name == "-" {
 			continue
 		}
 		if name == "" {
-			return fmt.Errorf("%s.%s has no koanf tag", t, f.Name)
+			return fmt.Errorf("%s.%s has no %s tag", t, f.Name, tagName)
 		}
 		path := name
 		if prefix != "" {
