@@ -8,9 +8,9 @@
 // whole values: a list or the timeouts.classes map given by the environment
 // replaces the file's, it is not merged into it.
 //
-// The key set comes from the koanf tags of the structs, so a field added to a
-// stage's Config is loadable at once, and the tests fail until flatline.yaml
-// documents it.
+// The key set comes from the `config:"…"` tags of the structs, which only
+// this package reads, so a field added to a stage's Config is loadable at
+// once, and the tests fail until flatline.yaml documents it.
 package configs
 
 import (
@@ -49,28 +49,28 @@ const (
 // Config is flatline's whole configuration: one section per stage, each
 // owned and validated by its package, plus the process-wide keys.
 type Config struct {
-	Redis    redisconn.Config `koanf:"redis"`
-	Kafka    kafkaconn.Config `koanf:"kafka"`
-	Ingest   ingest.Config    `koanf:"ingest"`
-	Timeouts timeouts.Config  `koanf:"timeouts"`
-	Shards   rebalance.Config `koanf:"shards"`
-	Scanner  scanner.Config   `koanf:"scanner"`
-	Dispatch dispatch.Config  `koanf:"dispatch"`
-	HTTP     httpapi.Config   `koanf:"http"`
-	Log      logging.Config   `koanf:"log"`
+	Redis    redisconn.Config `config:"redis"`
+	Kafka    kafkaconn.Config `config:"kafka"`
+	Ingest   ingest.Config    `config:"ingest"`
+	Timeouts timeouts.Config  `config:"timeouts"`
+	Shards   rebalance.Config `config:"shards"`
+	Scanner  scanner.Config   `config:"scanner"`
+	Dispatch dispatch.Config  `config:"dispatch"`
+	HTTP     httpapi.Config   `config:"http"`
+	Log      logging.Config   `config:"log"`
 
 	// Roles are the parts `flatline serve` runs: ingest, scanner (scanners
 	// and their dispatch). Default: [ingest, scanner].
-	Roles []string `koanf:"roles"`
+	Roles []string `config:"roles"`
 	// ShutdownTimeout bounds a graceful shutdown. Default: 10s.
-	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	ShutdownTimeout time.Duration `config:"shutdown_timeout"`
 	// InstanceID names this process in leases and /status. Default: "",
 	// which means hostname-pid-random, chosen at start.
-	InstanceID string `koanf:"instance_id"`
+	InstanceID string `config:"instance_id"`
 
 	// Warnings are problems that did not stop loading, such as an unknown
 	// FLATLINE_ environment variable; the caller should log them.
-	Warnings []string `koanf:"-"`
+	Warnings []string `config:"-"`
 }
 
 // Default returns the documented defaults of every section.

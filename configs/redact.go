@@ -3,12 +3,22 @@ package configs
 import (
 	"bytes"
 	"reflect"
+	"sort"
+	"strconv"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // redacted replaces a secret that is set.
 const redacted = "<redacted>"
+
+// secretKeys are the keys whose values Redacted hides. The stage packages
+// own their structs, so the list lives here rather than in a struct tag.
+var secretKeys = map[string]bool{
+	"redis.password":      true,
+	"kafka.sasl.password": true,
+}
 
 // Redacted returns the effective configuration as YAML, keys in the order of
 // flatline.yaml, with every secret that is set (redis.password,
@@ -62,4 +72,72 @@ func (c *Config) node(prefix string) (*yaml.Node, error) {
 		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name}, val)
 	}
 	return n, nil
+}
+
+// toNode renders v (a leaf value) as a YAML node that loads back to v:
+// durations as Go duration strings, since a bare number is refused; strings
+// always tagged !!str, so "true" or "007" stays text; maps sorted by key, so
+// the output is stable.
+func toNode(v reflect.Value) (*yaml.Node, error) {
+	switch {
+	case v.Type() == durationType:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: formatDuration(time.Duration(v.Int()))}, nil
+	case v.Kind() == reflect.Slice:
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		if v.Len() == 0 {
+			n.Style = yaml.FlowStyle
+		}
+		for i := 0; i < v.Len(); i++ {
+			item, err := toNode(v.Index(i))
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, item)
+		}
+		return n, nil
+	case v.Kind() == reflect.Map:
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		if v.Len() == 0 {
+			n.Style = yaml.FlowStyle
+		}
+		keys := make([]string, 0, v.Len())
+		for _, k := range v.MapKeys() {
+			keys = append(keys, k.String())
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			val, err := toNode(v.MapIndex(reflect.ValueOf(k).Convert(v.Type().Key())))
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, val)
+		}
+		return n, nil
+	case v.Kind() == reflect.String:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v.String()}, nil
+	}
+	n := &yaml.Node{}
+	if err := n.Encode(v.Interface()); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// formatDuration writes d in the largest unit that divides it ("90s",
+// "168h", "1500ms"), which reads better than time.Duration.String's
+// "168h0m0s" and parses back to the same value.
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	units := []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}}
+	for _, u := range units {
+		if d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
 }

@@ -3,23 +3,19 @@ package configs
 import (
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
-	"time"
 )
 
 // envPrefix starts every environment override.
 const envPrefix = "FLATLINE_"
 
-// secretKeys are the keys whose values Redacted hides. The stage packages
-// own their structs, so the list lives here rather than in a struct tag.
-var secretKeys = map[string]bool{
-	"redis.password":      true,
-	"kafka.sasl.password": true,
-}
+// tagName is the struct tag that names a field's key, `config:"batch_size"`.
+// Only this package reads it: the file is walked as YAML nodes, not decoded
+// into the structs, so neither yaml nor any config library sees the tag.
+const tagName = "config"
 
 // leaf is one settable key: a scalar, a list or a map (timeouts.classes),
-// addressed by its koanf path.
+// addressed by its dotted path.
 type leaf struct {
 	path  string
 	env   string // FLATLINE_ + path upper-cased, "." -> "_"
@@ -27,7 +23,7 @@ type leaf struct {
 	index []int // reflect.Value.FieldByIndex from Config
 }
 
-// keySchema is the key set of Config, derived from its koanf tags so a field
+// keySchema is the key set of Config, derived from its config tags so a field
 // added to a stage's Config is loadable (and must be documented) at once.
 type keySchema struct {
 	leaves []*leaf             // in struct order
@@ -37,9 +33,10 @@ type keySchema struct {
 	order  map[string][]string // group path ("" = top) -> child names in struct order
 }
 
+// schema is built once, when the package starts: a Config field without a
+// tag or of a type the loader cannot read panics there, in every test,
+// rather than when an operator first sets it.
 var schema = mustSchema()
-
-var durationType = reflect.TypeOf(time.Duration(0))
 
 func mustSchema() *keySchema {
 	s := &keySchema{
@@ -54,18 +51,20 @@ func mustSchema() *keySchema {
 	return s
 }
 
+// walk adds the fields of struct t, found at index from Config, under
+// prefix: a struct field is a section, any other field a key.
 func (s *keySchema) walk(t reflect.Type, prefix string, index []int) error {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("koanf"), ",")
+		name := f.Tag.Get(tagName)
 		if name == "-" {
 			continue
 		}
 		if name == "" {
-			return fmt.Errorf("%s.%s has no koanf tag", t, f.Name)
+			return fmt.Errorf("%s.%s has no %s tag", t, f.Name, tagName)
 		}
 		path := name
 		if prefix != "" {
@@ -89,6 +88,8 @@ func (s *keySchema) walk(t reflect.Type, prefix string, index []int) error {
 			typ:   f.Type,
 			index: idx,
 		}
+		// "a.b_c" and "a_b.c" would share FLATLINE_A_B_C, and the
+		// environment could not say which it sets.
 		if other, ok := s.byEnv[l.env]; ok {
 			return fmt.Errorf("%s and %s share the environment variable %s", other.path, path, l.env)
 		}
@@ -97,38 +98,6 @@ func (s *keySchema) walk(t reflect.Type, prefix string, index []int) error {
 		s.byEnv[l.env] = l
 	}
 	return nil
-}
-
-// checkLeafType accepts the value types the loader can parse from YAML and
-// from strings: scalars, lists of scalars and maps from string to scalar.
-func checkLeafType(t reflect.Type) error {
-	switch t.Kind() {
-	case reflect.Slice:
-		if !isScalar(t.Elem()) {
-			return fmt.Errorf("unsupported list element type %s", t.Elem())
-		}
-		return nil
-	case reflect.Map:
-		if t.Key().Kind() != reflect.String || !isScalar(t.Elem()) {
-			return fmt.Errorf("unsupported map type %s", t)
-		}
-		return nil
-	}
-	if !isScalar(t) {
-		return fmt.Errorf("unsupported type %s", t)
-	}
-	return nil
-}
-
-func isScalar(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.String, reflect.Bool,
-		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
-		return true
-	}
-	return false
 }
 
 // Keys returns every configuration key path (e.g. "scanner.batch_size"), in
@@ -149,72 +118,4 @@ func EnvName(key string) string {
 		return l.env
 	}
 	return ""
-}
-
-// suggest returns the known name closest to name, or "" when none is close
-// enough to be a plausible typo.
-func suggest(name string, known []string) string {
-	best, bestDist := "", -1
-	for _, k := range known {
-		d := editDistance(strings.ToLower(name), strings.ToLower(k))
-		if bestDist < 0 || d < bestDist || (d == bestDist && k < best) {
-			best, bestDist = k, d
-		}
-	}
-	if bestDist >= 0 && bestDist <= 2 {
-		return best
-	}
-	// Right name, wrong section: "scanner.max_skew" -> "ingest.max_skew".
-	last := name[strings.LastIndex(name, ".")+1:]
-	var same []string
-	for _, k := range known {
-		if k[strings.LastIndex(k, ".")+1:] == last {
-			same = append(same, k)
-		}
-	}
-	if len(same) == 1 {
-		return same[0]
-	}
-	return ""
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// knownPaths is every leaf and section path, for suggestions.
-func knownPaths() []string {
-	out := make([]string, 0, len(schema.leaves)+len(schema.groups))
-	for _, l := range schema.leaves {
-		out = append(out, l.path)
-	}
-	for g := range schema.groups {
-		out = append(out, g)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func knownEnv() []string {
-	out := make([]string, len(schema.leaves))
-	for i, l := range schema.leaves {
-		out[i] = l.env
-	}
-	return out
 }

@@ -9,11 +9,11 @@ import (
 type Config struct {
 	// RecoveryWindow is how long after its timeout a device that beats again
 	// produces a recovered event; 0 disables recovered events. Default: 24h.
-	RecoveryWindow time.Duration `koanf:"recovery_window"`
+	RecoveryWindow time.Duration `config:"recovery_window"`
 	// Linger is how long the producer waits, once an event is queued, to
 	// gather more into one produce request. Default: 0 — events go out at
 	// once, and those queued while a request is out share the next one.
-	Linger time.Duration `koanf:"linger"`
+	Linger time.Duration `config:"linger"`
 }
 
 // DefaultConfig returns the documented defaults.

@@ -19,30 +19,30 @@ const (
 // Config is the ingest section of the configuration.
 type Config struct {
 	// Format of heartbeat values: json or key. Default: json.
-	Format Format `koanf:"format"`
+	Format Format `config:"format"`
 	// BatchSize is the most messages written to Redis in one round trip.
 	// Default: 4096.
-	BatchSize int `koanf:"batch_size"`
+	BatchSize int `config:"batch_size"`
 	// BatchWait is how long a batch waits to fill before it is written.
 	// Default: 0 — a batch takes what has arrived; while one batch is in
 	// Redis the next fills by itself, so batches grow with the load.
-	BatchWait time.Duration `koanf:"batch_wait"`
+	BatchWait time.Duration `config:"batch_wait"`
 	// MaxSkew is how far a heartbeat's ts may be from its Kafka timestamp
 	// before the Kafka timestamp is used instead. Must be below timeouts.min.
 	// Default: 500ms.
-	MaxSkew time.Duration `koanf:"max_skew"`
+	MaxSkew time.Duration `config:"max_skew"`
 	// CoalesceWindow lets a heartbeat skip its Redis write when this
 	// instance wrote the device less than the window ago; written deadlines
 	// are padded by the window, so timeouts fire at most that late, never
 	// early. Default: 0 (exact).
-	CoalesceWindow time.Duration `koanf:"coalesce_window"`
+	CoalesceWindow time.Duration `config:"coalesce_window"`
 	// MaxValueBytes is the largest heartbeat value accepted (reason
 	// too_large above it). Default: 65536.
-	MaxValueBytes int `koanf:"max_value_bytes"`
+	MaxValueBytes int `config:"max_value_bytes"`
 	// ProbeInterval is how often ingest asks Kafka for the high-water marks
 	// of its partitions: once everything below a probe's mark is written,
 	// the partition's watermark moves to the probe's send time. Default: 10ms.
-	ProbeInterval time.Duration `koanf:"probe_interval"`
+	ProbeInterval time.Duration `config:"probe_interval"`
 }
 
 // DefaultConfig returns the documented defaults.

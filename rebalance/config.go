@@ -12,10 +12,10 @@ type Config struct {
 	// InitialCount is the shard count of a fresh deployment (a power of two,
 	// 1..4096); once a layout is stored, `flatline shards scale` changes it.
 	// Default: 16.
-	InitialCount int `koanf:"initial_count"`
+	InitialCount int `config:"initial_count"`
 	// PollInterval is how often every instance re-reads the layout.
 	// Default: 250ms.
-	PollInterval time.Duration `koanf:"poll_interval"`
+	PollInterval time.Duration `config:"poll_interval"`
 }
 
 // DefaultConfig returns the documented defaults.

@@ -9,17 +9,17 @@ import (
 type Config struct {
 	// Interval is the longest a scanner waits between scans; it also wakes
 	// for its shard's next deadline. Default: 100ms.
-	Interval time.Duration `koanf:"interval"`
+	Interval time.Duration `config:"interval"`
 	// BatchSize is how many due members one scan takes. Default: 20.
-	BatchSize int `koanf:"batch_size"`
+	BatchSize int `config:"batch_size"`
 	// LeaseTTL is how long a shard's scanner lease lives without renewal:
 	// the longest a dead instance's shards stay unscanned. Default: 5s.
-	LeaseTTL time.Duration `koanf:"lease_ttl"`
+	LeaseTTL time.Duration `config:"lease_ttl"`
 	// Grace holds firing back this much behind the watermark. Default: 0.
-	Grace time.Duration `koanf:"grace"`
+	Grace time.Duration `config:"grace"`
 	// MaxInflight is how many batches of one shard may wait for Kafka's
 	// acknowledgement at once. Default: 16.
-	MaxInflight int `koanf:"max_inflight"`
+	MaxInflight int `config:"max_inflight"`
 }
 
 // DefaultConfig returns the documented defaults.

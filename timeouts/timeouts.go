@@ -15,16 +15,16 @@ import (
 type Config struct {
 	// Default is the timeout of a device with no valid timeout_ms and no
 	// known class. Default: 60s.
-	Default time.Duration `koanf:"default"`
+	Default time.Duration `config:"default"`
 	// Min and Max bound per-message timeout_ms and class timeouts.
 	// Default: 1s and 168h.
-	Min time.Duration `koanf:"min"`
-	Max time.Duration `koanf:"max"`
+	Min time.Duration `config:"min"`
+	Max time.Duration `config:"max"`
 	// Classes maps a device class to its timeout. Default: none.
-	Classes map[string]time.Duration `koanf:"classes"`
+	Classes map[string]time.Duration `config:"classes"`
 	// StrictClasses makes a heartbeat with an unknown class invalid
 	// (reason unknown_class) instead of falling back. Default: false.
-	StrictClasses bool `koanf:"strict_classes"`
+	StrictClasses bool `config:"strict_classes"`
 }
 
 // DefaultConfig returns the documented defaults.

@@ -9,7 +9,7 @@ import (
 type Config struct {
 	// Addr is where /metrics, /healthz, /readyz and /status listen; empty
 	// disables the server. Default: 127.0.0.1:9464 (loopback only).
-	Addr string `koanf:"addr"`
+	Addr string `config:"addr"`
 }
 
 // DefaultConfig returns the documented defaults.

@@ -18,31 +18,31 @@ import (
 // Config is the kafka section of the configuration.
 type Config struct {
 	// Brokers are bootstrap host:port addresses. Default: [127.0.0.1:9092].
-	Brokers []string `koanf:"brokers"`
+	Brokers []string `config:"brokers"`
 	// SignalsTopic carries heartbeats. Default: device-signals.
-	SignalsTopic string `koanf:"signals_topic"`
+	SignalsTopic string `config:"signals_topic"`
 	// TimeoutsTopic receives timeout and recovered events. Default: device-timeouts.
-	TimeoutsTopic string `koanf:"timeouts_topic"`
+	TimeoutsTopic string `config:"timeouts_topic"`
 	// DeadLetterTopic receives invalid heartbeats; empty disables.
 	// Default: device-signals-dlq.
-	DeadLetterTopic string `koanf:"dead_letter_topic"`
+	DeadLetterTopic string `config:"dead_letter_topic"`
 	// GroupID is the consumer group of ingest. Default: flatline.
-	GroupID string `koanf:"group_id"`
+	GroupID string `config:"group_id"`
 	// SessionTimeout is the consumer-group session timeout: how soon a dead
 	// instance's partitions move on. Default: 6s.
-	SessionTimeout time.Duration `koanf:"session_timeout"`
+	SessionTimeout time.Duration `config:"session_timeout"`
 	// TLS configures TLS to the brokers.
-	TLS tlsconf.Config `koanf:"tls"`
+	TLS tlsconf.Config `config:"tls"`
 	// SASL configures authentication.
-	SASL SASLConfig `koanf:"sasl"`
+	SASL SASLConfig `config:"sasl"`
 }
 
 // SASLConfig configures SASL authentication.
 type SASLConfig struct {
 	// Mechanism is "", PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
-	Mechanism string `koanf:"mechanism"`
-	Username  string `koanf:"username"`
-	Password  string `koanf:"password"`
+	Mechanism string `config:"mechanism"`
+	Username  string `config:"username"`
+	Password  string `config:"password"`
 }
 
 // DefaultConfig returns the documented defaults.

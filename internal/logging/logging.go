@@ -14,9 +14,9 @@ import (
 // Config is the log section of the configuration.
 type Config struct {
 	// Level is debug, info, warn or error. Default: info.
-	Level string `koanf:"level"`
+	Level string `config:"level"`
 	// Format is text or json. Default: text.
-	Format string `koanf:"format"`
+	Format string `config:"format"`
 }
 
 // DefaultConfig returns the documented defaults.

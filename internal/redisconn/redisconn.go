@@ -25,16 +25,16 @@ var silence sync.Once
 type Config struct {
 	// Addrs are host:port addresses; one = standalone, several = cluster.
 	// Default: [127.0.0.1:6379].
-	Addrs []string `koanf:"addrs"`
+	Addrs []string `config:"addrs"`
 	// Username and Password authenticate (ACL user or requirepass).
-	Username string `koanf:"username"`
-	Password string `koanf:"password"`
+	Username string `config:"username"`
+	Password string `config:"password"`
 	// DB selects the database (standalone only). Default: 0.
-	DB int `koanf:"db"`
+	DB int `config:"db"`
 	// KeyPrefix starts every key flatline writes. Default: flatline.
-	KeyPrefix string `koanf:"key_prefix"`
+	KeyPrefix string `config:"key_prefix"`
 	// TLS configures a TLS connection.
-	TLS tlsconf.Config `koanf:"tls"`
+	TLS tlsconf.Config `config:"tls"`
 }
 
 // DefaultConfig returns the documented defaults.

@@ -13,16 +13,16 @@ import (
 
 // Config is a tls section of the configuration (redis.tls, kafka.tls).
 type Config struct {
-	Enabled bool `koanf:"enabled"`
+	Enabled bool `config:"enabled"`
 	// CAFile verifies the server; empty uses the system roots.
-	CAFile string `koanf:"ca_file"`
+	CAFile string `config:"ca_file"`
 	// CertFile and KeyFile present a client certificate.
-	CertFile string `koanf:"cert_file"`
-	KeyFile  string `koanf:"key_file"`
+	CertFile string `config:"cert_file"`
+	KeyFile  string `config:"key_file"`
 	// InsecureSkipVerify disables server verification (tests only).
-	InsecureSkipVerify bool `koanf:"insecure_skip_verify"`
+	InsecureSkipVerify bool `config:"insecure_skip_verify"`
 	// ServerName overrides the name verified in the server certificate.
-	ServerName string `koanf:"server_name"`
+	ServerName string `config:"server_name"`
 }
 
 // Validate checks the TLS files exist; key is the config path for errors.
