@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 

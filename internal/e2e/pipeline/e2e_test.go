@@ -1,4 +1,4 @@
-package app_test
+package pipeline_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
 
 // TestEndToEnd is SPEC's core promise: 5,000 devices beat every 200 ms with a

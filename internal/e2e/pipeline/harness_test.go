@@ -1,11 +1,11 @@
-package app_test
+package pipeline_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 

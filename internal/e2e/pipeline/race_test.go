@@ -1,4 +1,4 @@
-package app_test
+package pipeline_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
 )

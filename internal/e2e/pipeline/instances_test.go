@@ -1,4 +1,4 @@
-package app_test
+package pipeline_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 

@@ -1,4 +1,4 @@
-// Package e2etest is the harness of the end-to-end suites (internal/app,
+// Package e2etest is the harness of the end-to-end suites (internal/e2e/pipeline,
 // internal/e2e/cluster): running instances, a fleet that beats into the
 // signals topic, a reader of the timeouts topic, and the verdict that
 // exactly the silent devices got exactly one timeout, with every field

@@ -1,4 +1,4 @@
-package app_test
+package pipeline_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
