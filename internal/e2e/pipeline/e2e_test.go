@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -20,38 +19,36 @@ func TestEndToEnd(t *testing.T) {
 		interval = 200 * time.Millisecond
 		timeout  = time.Second
 	)
-	e := newEnv(t, 8)
-	e.cfg.Shards.InitialCount = 16
-	e.cfg.Timeouts.Default = timeout
-	inst := e2etest.Start(t, e.cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 8)
+	e := e2etest.NewEnv(t, 8)
+	e.Cfg.Shards.InitialCount = 16
+	e.Cfg.Timeouts.Default = timeout
+	inst := e2etest.Start(t, e.Cfg, app.Hooks{})
+	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 8)
 
-	ids := make([]string, devices)
+	ids := e2etest.IDs("dev-", devices)
 	silentAt := make([]time.Time, devices)
 	quiet := time.Now().Add(2 * time.Second) // once the fleet is tracked
 	for i := range ids {
-		ids[i] = fmt.Sprintf("dev-%05d", i)
 		if i%(devices/silent) == 0 {
 			silentAt[i] = quiet
 		}
 	}
-	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
+	f := e2etest.StartFleet(t, e.Kafka.Brokers(), ids, interval, silentAt)
 
-	got := e2etest.Gathered{}
-	var detect []time.Duration
-	got.Until(t, events, 60*time.Second, "not every silent device timed out", func() bool { return f.Fired(got) == silent })
+	e2etest.Eventually(t, 60*time.Second, "a timeout for every silent device", func() bool { return f.Fired(events) == silent })
 	// Keep the fleet beating a while longer to catch duplicates and false
 	// timeouts, then stop flatline before the heartbeats, or every device
 	// would time out.
-	got.During(events, 1500*time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	if err := inst.Stop(); err != nil {
 		t.Fatalf("flatline stopped with %v", err)
 	}
 	f.Stop()
-	got.Drain(events)
+	events.Drain(t)
 
-	late := f.Verdict(t, got, timeout, 16)
-	for _, evs := range got {
+	v := f.Verdict(t, events, timeout, 16, e2etest.ExactlyOnce)
+	var detect []time.Duration
+	for _, evs := range events.ByDevice() {
 		for _, r := range evs {
 			detect = append(detect, time.Duration(r.Ev.DetectedAtMs-r.Ev.DeadlineMs)*time.Millisecond)
 			if r.Ev.Class != "" {
@@ -59,8 +56,9 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	}
+	late := v.Late
 	slices.Sort(late)
 	slices.Sort(detect)
-	t.Logf("%d timeouts; lateness deadline→e2etest.Received p50 %v p99 %v max %v; deadline→detected p50 %v p99 %v",
+	t.Logf("%d timeouts; lateness deadline→received p50 %v p99 %v max %v; deadline→detected p50 %v p99 %v",
 		len(late), e2etest.Percentile(late, .5), e2etest.Percentile(late, .99), late[len(late)-1], e2etest.Percentile(detect, .5), e2etest.Percentile(detect, .99))
 }
