@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
@@ -26,32 +25,12 @@ const (
 // no live device gets one.
 func TestEndToEndOnCluster(t *testing.T) {
 	t.Parallel()
-	cfg, brokers := newEnv(t)
-	cfg.Shards.InitialCount = 16
-	cfg.Timeouts.Default = timeout
-	inst := e2etest.Start(t, cfg, app.Hooks{})
-	events := e2etest.Collect(t, brokers, e2etest.Timeouts, partitions)
+	inst, events, brokers := startOnCluster(t)
 
-	ids := e2etest.IDs("dev-", devices)
-	silentAt := make([]time.Time, devices)
-	at := time.Now().Add(2 * time.Second) // once the fleet is tracked
-	for k := range ids {
-		if k%(devices/silent) == 0 {
-			silentAt[k] = at
-		}
-	}
-	f := e2etest.StartFleet(t, brokers, ids, interval, silentAt)
+	quiet := time.Now().Add(2 * time.Second) // once the fleet is tracked
+	f := e2etest.StartFleet(t, brokers, e2etest.IDs("dev-", devices), interval, e2etest.SilentEvery(devices, silent, quiet))
 
-	e2etest.Eventually(t, 45*time.Second, "a timeout for every silent device", func() bool { return f.Fired(events) == silent })
-	// Keep beating a while to catch duplicates and false timeouts.
-	time.Sleep(1500 * time.Millisecond)
-	// Stop flatline before the heartbeats, or every device would time out.
-	if err := inst.Stop(); err != nil {
-		t.Fatalf("flatline stopped with %v", err)
-	}
-	f.Stop()
-	events.Drain(t)
-	late := f.Verdict(t, events, timeout, 16, e2etest.ExactlyOnce).Late
+	late := f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: timeout, Shards: 16}, inst).Late
 	slices.Sort(late)
 	t.Logf("%d timeouts; lateness deadline→received p50 %v p99 %v", len(late), e2etest.Percentile(late, .5), e2etest.Percentile(late, .99))
 }
@@ -62,11 +41,7 @@ func TestEndToEndOnCluster(t *testing.T) {
 // device gets exactly one timeout, no live one any.
 func TestDoublingOnCluster(t *testing.T) {
 	t.Parallel()
-	cfg, brokers := newEnv(t)
-	cfg.Shards.InitialCount = 16
-	cfg.Timeouts.Default = timeout
-	inst := e2etest.Start(t, cfg, app.Hooks{})
-	events := e2etest.Collect(t, brokers, e2etest.Timeouts, partitions)
+	inst, events, brokers := startOnCluster(t)
 
 	begin := time.Now().Add(2 * time.Second)
 	silentAt := e2etest.SilentSchedule(rand.New(rand.NewPCG(8, 9)), devices, silent, begin, begin.Add(5*time.Second))
@@ -101,12 +76,5 @@ func TestDoublingOnCluster(t *testing.T) {
 	if err != nil || misplaced != 0 || total == 0 {
 		t.Errorf("after finalizing: %d of %d members misplaced (err %v)", misplaced, total, err)
 	}
-	e2etest.Eventually(t, 45*time.Second, "a timeout for every silent device", func() bool { return f.Fired(events) == silent })
-	time.Sleep(1500 * time.Millisecond) // late duplicates or false timeouts would show here
-	if err := inst.Stop(); err != nil {
-		t.Fatalf("flatline stopped with %v", err)
-	}
-	f.Stop()
-	events.Drain(t)
-	f.Verdict(t, events, timeout, 32, e2etest.ExactlyOnce)
+	f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: timeout, Shards: 32}, inst)
 }

@@ -56,6 +56,16 @@ func SilentSchedule(rng *rand.Rand, devices, n int, from, to time.Time) []time.T
 	return out
 }
 
+// SilentEvery makes n of devices, evenly spread (every devices/n-th from
+// the first), go silent together at at.
+func SilentEvery(devices, n int, at time.Time) []time.Time {
+	out := make([]time.Time, devices)
+	for i := 0; i < devices; i += devices / n {
+		out[i] = at
+	}
+	return out
+}
+
 // StartFleet starts beating for ids; silentAt[i] is when ids[i] goes
 // silent (zero: never). The fleet stops at the end of the test, if not
 // before.

@@ -22,6 +22,15 @@ const (
 	AtLeastOnce
 )
 
+// Want is what a fleet test expects of the timeouts: the timeout every
+// device has, the shard count the events may name (the largest layout of
+// the test), and whether a timeout may repeat.
+type Want struct {
+	Timeout  time.Duration
+	Shards   int
+	Delivery Delivery
+}
+
 // Verdict is what a test observed about the timeouts topic.
 type Verdict struct {
 	Timeouts   int // timeout events read
@@ -37,6 +46,9 @@ type Verdict struct {
 	// longest time from a heartbeat to the acknowledgement of the next.
 	Rounds int
 	MaxLag time.Duration
+	// AllFired is when the last silent device was seen to fire (set by
+	// Finish).
+	AllFired time.Time
 }
 
 func (v Verdict) String() string {
@@ -53,8 +65,9 @@ func (v Verdict) String() string {
 //
 // A fleet that could not keep its own rhythm (a starved machine) fails the
 // test as such rather than blaming flatline.
-func (f *Fleet) Verdict(t testing.TB, c *Collector, timeout time.Duration, shards int, d Delivery) Verdict {
+func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
 	t.Helper()
+	timeout, shards := w.Timeout, w.Shards
 	f.mu.Lock()
 	err := f.err
 	v := Verdict{Rounds: f.rounds, MaxLag: f.maxLag}
@@ -117,7 +130,7 @@ func (f *Fleet) Verdict(t testing.TB, c *Collector, timeout time.Duration, shard
 		v.Late = append(v.Late, evs[0].At.Sub(time.UnixMilli(first.DeadlineMs)))
 		if len(evs) > 1 {
 			v.DupDevices++
-			if d == ExactlyOnce {
+			if w.Delivery == ExactlyOnce {
 				var desc []string
 				for _, e := range evs {
 					desc = append(desc, fmt.Sprintf("{deadline %d shard %d detected %d}", e.Ev.DeadlineMs, e.Ev.Shard, e.Ev.DetectedAtMs))
@@ -139,6 +152,36 @@ func (f *Fleet) Verdict(t testing.TB, c *Collector, timeout time.Duration, shard
 		slices.Sort(liveFired)
 		t.Errorf("%d live devices got a timeout, e.g. %s", len(liveFired), strings.Join(liveFired[:min(5, len(liveFired))], "; "))
 	}
+	return v
+}
+
+// Finish ends a fleet test whose instances run in process: it waits up to
+// wait for every silent device's timeout (failing at once if an instance
+// stopped on its own), keeps the fleet beating 1.5 s more so that late
+// duplicates and false timeouts show, stops the instances — before the
+// fleet, or every device would time out —, then the fleet, reads c to the
+// topic's end and returns the Verdict.
+func (f *Fleet) Finish(t testing.TB, c *Collector, wait time.Duration, w Want, insts ...*Instance) Verdict {
+	t.Helper()
+	Eventually(t, wait, "a timeout for every silent device", func() bool {
+		for _, in := range insts {
+			if in.Exited() {
+				t.Fatalf("flatline %s stopped on its own: %v", in.ID(), in.Err())
+			}
+		}
+		return f.Fired(c) == f.Silent()
+	})
+	allFired := time.Now()
+	time.Sleep(1500 * time.Millisecond) // the watch for duplicates and false timeouts
+	for _, in := range insts {
+		if err := in.Stop(); err != nil {
+			t.Errorf("flatline %s stopped with %v", in.ID(), err)
+		}
+	}
+	f.Stop()
+	c.Drain(t)
+	v := f.Verdict(t, c, w)
+	v.AllFired = allFired
 	return v
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
-	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // TestCrashKill9 kills a real `flatline serve` process with SIGKILL three
@@ -28,21 +27,14 @@ func TestCrashKill9(t *testing.T) {
 	)
 	rng := seed(t)
 	bin := flatlineBinary(t)
-	rs := testenv.Redis(t)
-	k := testenv.Kafka(t, partitions, e2etest.Topics...)
-	prefix := testenv.Prefix(t)
-	env := childEnv(map[string]string{
-		"FLATLINE_REDIS_ADDRS":              rs.Addr(),
-		"FLATLINE_REDIS_KEY_PREFIX":         prefix,
-		"FLATLINE_KAFKA_BROKERS":            k.Brokers()[0],
-		"FLATLINE_KAFKA_GROUP_ID":           "flatline-" + prefix,
+	e := e2etest.NewEnv(t, partitions)
+	k := e.Kafka
+	env := serveEnv(e.Cfg, map[string]string{
 		"FLATLINE_KAFKA_SESSION_TIMEOUT":    "2s",
 		"FLATLINE_SCANNER_LEASE_TTL":        "1s",
 		"FLATLINE_TIMEOUTS_DEFAULT":         timeout.String(),
 		"FLATLINE_SHARDS_INITIAL_COUNT":     strconv.Itoa(shards),
-		"FLATLINE_HTTP_ADDR":                "",
 		"FLATLINE_SHUTDOWN_TIMEOUT":         "5s",
-		"FLATLINE_LOG_LEVEL":                "info",
 		"FLATLINE_INGEST_PROBE_INTERVAL":    "20ms",
 		"FLATLINE_DISPATCH_RECOVERY_WINDOW": "1h",
 	})
@@ -50,7 +42,7 @@ func TestCrashKill9(t *testing.T) {
 	logs.DumpOnFailure(t, "flatline serve")
 
 	// kfake never expires a member killed while joining; see reapGhosts.
-	reap := reapGhosts(t, k.Brokers(), "flatline-"+prefix, 2*time.Second)
+	reap := reapGhosts(t, k.Brokers(), e.Cfg.Kafka.GroupID, 2*time.Second)
 
 	run := 1
 	logs.Note("start run %d", run)
@@ -100,7 +92,7 @@ func TestCrashKill9(t *testing.T) {
 	f.Stop()
 	ghosts := reap()
 	events.Drain(t)
-	v := f.Verdict(t, events, timeout, shards, e2etest.AtLeastOnce)
+	v := f.Verdict(t, events, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce})
 	t.Logf("%d kills, %d runs, %d heartbeat rounds (max heartbeat→next-ack %v), %d kfake ghost members removed: %v",
 		kills, run, v.Rounds, v.MaxLag.Round(time.Millisecond), ghosts, v)
 	if v.Duplicates > 0 {

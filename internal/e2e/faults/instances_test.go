@@ -2,13 +2,12 @@ package faults_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
-	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -31,26 +30,18 @@ func TestThreeInstancesKill9(t *testing.T) {
 	)
 	rng := seed(t)
 	bin := flatlineBinary(t)
-	rs := testenv.Redis(t)
-	k := testenv.Kafka(t, partitions, e2etest.Topics...)
-	prefix := testenv.Prefix(t)
-	group := "flatline-" + prefix
+	e := e2etest.NewEnv(t, partitions)
+	k := e.Kafka
 	logs := e2etest.NewLogBuffer(3000)
 	logs.DumpOnFailure(t, "flatline serve ×3")
-	reap := reapGhosts(t, k.Brokers(), group, 2*time.Second)
+	reap := reapGhosts(t, k.Brokers(), e.Cfg.Kafka.GroupID, 2*time.Second)
 	envFor := func(id string) []string {
-		return childEnv(map[string]string{
+		return serveEnv(e.Cfg, map[string]string{
 			"FLATLINE_INSTANCE_ID":           id,
-			"FLATLINE_REDIS_ADDRS":           rs.Addr(),
-			"FLATLINE_REDIS_KEY_PREFIX":      prefix,
-			"FLATLINE_KAFKA_BROKERS":         k.Brokers()[0],
-			"FLATLINE_KAFKA_GROUP_ID":        group,
 			"FLATLINE_KAFKA_SESSION_TIMEOUT": "2s",
 			"FLATLINE_SCANNER_LEASE_TTL":     leaseTTL.String(),
 			"FLATLINE_TIMEOUTS_DEFAULT":      timeout.String(),
-			"FLATLINE_SHARDS_INITIAL_COUNT":  fmt.Sprint(shards),
-			"FLATLINE_HTTP_ADDR":             "",
-			"FLATLINE_LOG_LEVEL":             "info",
+			"FLATLINE_SHARDS_INITIAL_COUNT":  strconv.Itoa(shards),
 		})
 	}
 	ids := []string{"inst-a", "inst-b", "inst-c"}
@@ -58,7 +49,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 	for _, id := range ids {
 		procs[id] = startProc(t, bin, envFor(id), logs, "serve")
 	}
-	store := shard.NewStore(rs.Client(t), shard.NewKeys(prefix))
+	store := shard.NewStore(e.Redis.Client(t), shard.NewKeys(e.Cfg.Redis.KeyPrefix))
 	ctx := context.Background()
 	owners := func() []string {
 		o, err := store.LeaseOwners(ctx, shards)
@@ -125,7 +116,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 	f.Stop()
 	ghosts := reap()
 	events.Drain(t)
-	v := f.Verdict(t, events, timeout, shards, e2etest.AtLeastOnce)
+	v := f.Verdict(t, events, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce})
 	survivors := slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == victim })
 	t.Logf("3 instances (%v survived), %d devices, %d kfake ghost members removed: %v", survivors, devices, ghosts, v)
 }

@@ -73,20 +73,13 @@ type gcSample struct {
 func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 	const partitions = 4
 	bin := flatlineBinary(t)
-	rs := testenv.Redis(t)
-	k := testenv.Kafka(t, partitions, e2etest.Topics...)
-	prefix := testenv.Prefix(t)
-	group := "flatline-" + prefix
-	env := childEnv(map[string]string{
-		"FLATLINE_REDIS_ADDRS":            rs.Addr(),
-		"FLATLINE_REDIS_KEY_PREFIX":       prefix,
-		"FLATLINE_KAFKA_BROKERS":          k.Brokers()[0],
-		"FLATLINE_KAFKA_GROUP_ID":         group,
+	e := e2etest.NewEnv(t, partitions)
+	rs, k, prefix := e.Redis, e.Kafka, e.Cfg.Redis.KeyPrefix
+	env := serveEnv(e.Cfg, map[string]string{
 		"FLATLINE_TIMEOUTS_DEFAULT":       "1h", // nothing fires: the devices only stream through
 		"FLATLINE_SHARDS_INITIAL_COUNT":   "16",
 		"FLATLINE_INGEST_COALESCE_WINDOW": coalesceWindow,
 		"FLATLINE_HTTP_ADDR":              "127.0.0.1:0",
-		"FLATLINE_LOG_LEVEL":              "info",
 		"GODEBUG":                         "gctrace=1",
 		// More, smaller GC cycles: more samples of the live heap.
 		"GOGC": "25",

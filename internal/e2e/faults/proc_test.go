@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
@@ -60,6 +62,22 @@ func flatlineBinary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return bin
+}
+
+// serveEnv is the environment of a `flatline serve` child on cfg's Redis
+// and Kafka, with cfg's key prefix and consumer group, HTTP off and info
+// logs; vars add to it or override it.
+func serveEnv(cfg configs.Config, vars map[string]string) []string {
+	all := map[string]string{
+		"FLATLINE_REDIS_ADDRS":      strings.Join(cfg.Redis.Addrs, ","),
+		"FLATLINE_REDIS_KEY_PREFIX": cfg.Redis.KeyPrefix,
+		"FLATLINE_KAFKA_BROKERS":    strings.Join(cfg.Kafka.Brokers, ","),
+		"FLATLINE_KAFKA_GROUP_ID":   cfg.Kafka.GroupID,
+		"FLATLINE_HTTP_ADDR":        "",
+		"FLATLINE_LOG_LEVEL":        "info",
+	}
+	maps.Copy(all, vars)
+	return childEnv(all)
 }
 
 // childEnv is the test's environment without any FLATLINE_* variable (so a

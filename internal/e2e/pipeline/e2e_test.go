@@ -25,28 +25,10 @@ func TestEndToEnd(t *testing.T) {
 	inst := e2etest.Start(t, e.Cfg, app.Hooks{})
 	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 8)
 
-	ids := e2etest.IDs("dev-", devices)
-	silentAt := make([]time.Time, devices)
 	quiet := time.Now().Add(2 * time.Second) // once the fleet is tracked
-	for i := range ids {
-		if i%(devices/silent) == 0 {
-			silentAt[i] = quiet
-		}
-	}
-	f := e2etest.StartFleet(t, e.Kafka.Brokers(), ids, interval, silentAt)
+	f := e2etest.StartFleet(t, e.Kafka.Brokers(), e2etest.IDs("dev-", devices), interval, e2etest.SilentEvery(devices, silent, quiet))
 
-	e2etest.Eventually(t, 60*time.Second, "a timeout for every silent device", func() bool { return f.Fired(events) == silent })
-	// Keep the fleet beating a while longer to catch duplicates and false
-	// timeouts, then stop flatline before the heartbeats, or every device
-	// would time out.
-	time.Sleep(1500 * time.Millisecond)
-	if err := inst.Stop(); err != nil {
-		t.Fatalf("flatline stopped with %v", err)
-	}
-	f.Stop()
-	events.Drain(t)
-
-	v := f.Verdict(t, events, timeout, 16, e2etest.ExactlyOnce)
+	v := f.Finish(t, events, 60*time.Second, e2etest.Want{Timeout: timeout, Shards: 16}, inst)
 	var detect []time.Duration
 	for _, evs := range events.ByDevice() {
 		for _, r := range evs {

@@ -68,15 +68,7 @@ func TestScaleUnderLoad(t *testing.T) {
 		from = to
 		time.Sleep(1500 * time.Millisecond) // the fleet beats on under the new layout before the next change
 	}
-	// Wait for the silent devices' timeouts, then a settle period.
-	e2etest.Eventually(t, 90*time.Second, "a timeout for every silent device", func() bool { return f.Fired(events) == f.Silent() })
-	time.Sleep(1500 * time.Millisecond) // late duplicates or false timeouts would show here
-	if err := inst.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	f.Stop()
-	events.Drain(t)
-	late := f.Verdict(t, events, timeout, 128, e2etest.ExactlyOnce).Late
+	late := f.Finish(t, events, 90*time.Second, e2etest.Want{Timeout: timeout, Shards: 128}, inst).Late
 	slices.Sort(late)
 	if len(late) > 0 {
 		t.Logf("%d devices, %d silent: lateness p50 %v p99 %v max %v", devices, silent, e2etest.Percentile(late, .5), e2etest.Percentile(late, .99), late[len(late)-1])
