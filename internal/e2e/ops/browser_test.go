@@ -30,7 +30,7 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 
 	// Long-lived devices stay tracked; the silent ones time out after 1s
 	// and leave, so the page has timeouts and lateness to show too.
-	in.send(t, append(fleet("live-", live, 0), fleet("silent-", silent, 1000)...))
+	in.send(t, append(heartbeats("live-", live, 0), heartbeats("silent-", silent, 1000)...))
 	e2etest.EventuallyNil(t, 20*time.Second, "the fleet tracked and the silent devices timed out", func() error {
 		st := in.status(t)
 		owned := 0

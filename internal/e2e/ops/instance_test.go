@@ -88,8 +88,9 @@ func (in *instance) get(t *testing.T, path string) []byte {
 	return body
 }
 
-// fleet returns n heartbeats of devices named prefix0..prefix{n-1}.
-func fleet(prefix string, n, timeoutMs int) []heartbeat {
+// heartbeats returns one heartbeat for each of n devices named
+// prefix0..prefix{n-1}.
+func heartbeats(prefix string, n, timeoutMs int) []heartbeat {
 	out := make([]heartbeat, n)
 	for i := range out {
 		out[i] = heartbeat{key: fmt.Sprintf("%s%d", prefix, i), timeoutMs: timeoutMs}

@@ -36,7 +36,7 @@ var (
 func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	const shards, live, silent = 4, 50, 5
 	in := startInstance(t, shards)
-	msgs := append(fleet("live-", live, 0), fleet("silent-", silent, 1000)...)
+	msgs := append(heartbeats("live-", live, 0), heartbeats("silent-", silent, 1000)...)
 	msgs = append(msgs, heartbeat{key: "broken-1", raw: []byte("not json")})
 	in.send(t, msgs)
 
