@@ -158,8 +158,8 @@ func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
 // Finish ends a fleet test whose instances run in process: it waits up to
 // wait for every silent device's timeout (failing at once if an instance
 // stopped on its own), keeps the fleet beating 1.5 s more so that late
-// duplicates and false timeouts show, stops the instances — before the
-// fleet, or every device would time out —, then the fleet, reads c to the
+// duplicates and false timeouts show, stops the instances (before the
+// fleet, or every device would time out), then the fleet, reads c to the
 // topic's end and returns the Verdict.
 func (f *Fleet) Finish(t testing.TB, c *Collector, wait time.Duration, w Want, insts ...*Instance) Verdict {
 	t.Helper()
