@@ -23,11 +23,18 @@ type KafkaCluster struct {
 // seconds for its partitions to move.
 func Kafka(t testing.TB, partitions int, topics ...string) *KafkaCluster {
 	t.Helper()
-	c, err := kfake.NewCluster(
+	return KafkaWith(t, nil, partitions, topics...)
+}
+
+// KafkaWith is Kafka with more kfake options, such as broker configs
+// (kfake.BrokerConfigs(map[string]string{"message.max.bytes": ...})).
+func KafkaWith(t testing.TB, opts []kfake.Opt, partitions int, topics ...string) *KafkaCluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(int32(partitions), topics...),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond),
-	)
+		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+	}, opts...)...)
 	if err != nil {
 		t.Fatalf("testenv: start kfake: %v", err)
 	}

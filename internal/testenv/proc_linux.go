@@ -2,8 +2,9 @@ package testenv
 
 import "syscall"
 
-// childProcAttr makes the kernel kill a child server when the test binary
-// dies (a timeout panic, ^C), so no redis-server outlives its test.
-func childProcAttr() *syscall.SysProcAttr {
+// ChildProcAttr makes the kernel kill a child process (a redis-server, a
+// flatline binary under test) when the test binary dies (a timeout panic,
+// ^C), so no process outlives its test.
+func ChildProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -4,6 +4,6 @@ package testenv
 
 import "syscall"
 
-// childProcAttr: outside Linux there is no parent-death signal; servers are
-// killed by t.Cleanup only.
-func childProcAttr() *syscall.SysProcAttr { return nil }
+// ChildProcAttr: outside Linux there is no parent-death signal; children
+// are killed by t.Cleanup only.
+func ChildProcAttr() *syscall.SysProcAttr { return nil }

@@ -180,7 +180,7 @@ func (s *RedisServer) start() error {
 	}, s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = childProcAttr()
+	cmd.SysProcAttr = ChildProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return err

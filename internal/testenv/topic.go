@@ -35,6 +35,45 @@ func EndOffsets(t testing.TB, brokers []string, topic string, partitions int) ma
 	return out
 }
 
+// Committed returns group's committed offset of each partition of topic
+// (-1 for none).
+func Committed(t testing.TB, brokers []string, group, topic string, partitions int) map[int]int64 {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	ps := make([]int, partitions)
+	for p := range ps {
+		ps[p] = p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: ps}})
+	if err != nil {
+		t.Fatalf("offset fetch of %s: %v", topic, err)
+	}
+	if resp.Error != nil {
+		t.Fatalf("offset fetch of %s: %v", topic, resp.Error)
+	}
+	out := make(map[int]int64, partitions)
+	for _, p := range resp.Topics[topic] {
+		out[p.Partition] = p.CommittedOffset
+	}
+	return out
+}
+
+// CaughtUp reports whether group committed up to the end of every
+// partition of topic that holds records.
+func CaughtUp(t testing.TB, brokers []string, group, topic string, partitions int) bool {
+	t.Helper()
+	end := EndOffsets(t, brokers, topic, partitions)
+	got := Committed(t, brokers, group, topic, partitions)
+	for p, off := range end {
+		if off > 0 && got[p] < off {
+			return false
+		}
+	}
+	return true
+}
+
 // ReadTopic reads every record of topic up to each partition's high-water
 // mark as it is now: exactly that many records, so a duplicate shows up as
 // an extra record rather than going unnoticed.

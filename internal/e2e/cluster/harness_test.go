@@ -2,32 +2,24 @@ package cluster_test
 
 import (
 	"testing"
-	"time"
 
-	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 const partitions = 8
 
-// env is one test's Redis Cluster, Kafka and configuration.
-type env struct {
-	redis *testenv.ClusterServer
-	kafka *testenv.KafkaCluster
-	cfg   configs.Config
-}
-
-func newEnv(t *testing.T) *env {
+// startOnCluster starts a 3-master Redis Cluster and an in-process Kafka,
+// runs an instance on them with 16 shards and the suite's timeout, and
+// collects its timeouts. It returns the brokers for the fleet.
+func startOnCluster(t *testing.T) (*e2etest.Instance, *e2etest.Collector, []string) {
 	t.Helper()
-	e := &env{redis: testenv.RedisCluster(t, 3), kafka: testenv.Kafka(t, partitions, e2etest.Signals, e2etest.Timeouts, e2etest.DLQ)}
-	cfg := configs.Default()
-	cfg.Redis.Addrs = e.redis.Addrs()
-	cfg.Redis.KeyPrefix = testenv.Prefix(t)
-	cfg.Kafka.Brokers = e.kafka.Brokers()
-	cfg.Kafka.GroupID = "flatline-" + cfg.Redis.KeyPrefix
-	cfg.HTTP.Addr = ""
-	cfg.ShutdownTimeout = 5 * time.Second
-	e.cfg = cfg
-	return e
+	c := testenv.RedisCluster(t, 3)
+	k := testenv.Kafka(t, partitions, e2etest.Topics...)
+	cfg := e2etest.Config(t, c.Addrs(), k.Brokers())
+	cfg.Shards.InitialCount = 16
+	cfg.Timeouts.Default = timeout
+	inst := e2etest.Start(t, cfg, app.Hooks{})
+	return inst, e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions), k.Brokers()
 }

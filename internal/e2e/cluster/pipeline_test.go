@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -26,34 +25,12 @@ const (
 // no live device gets one.
 func TestEndToEndOnCluster(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.cfg.Shards.InitialCount = 16
-	e.cfg.Timeouts.Default = timeout
-	inst := e2etest.Start(t, e.cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.kafka.Brokers(), e2etest.Timeouts, partitions)
-	got := e2etest.Gathered{}
+	inst, events, brokers := startOnCluster(t)
 
-	ids := make([]string, devices)
-	silentAt := make([]time.Time, devices)
-	at := time.Now().Add(2 * time.Second) // once the fleet is tracked
-	for k := range ids {
-		ids[k] = fmt.Sprintf("dev-%05d", k)
-		if k%(devices/silent) == 0 {
-			silentAt[k] = at
-		}
-	}
-	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
+	quiet := time.Now().Add(2 * time.Second) // once the fleet is tracked
+	f := e2etest.StartFleet(t, brokers, e2etest.IDs("dev-", devices), interval, e2etest.SilentEvery(devices, silent, quiet))
 
-	got.Until(t, events, 45*time.Second, "not every silent device got a timeout", func() bool { return f.Fired(got) == silent })
-	// Keep beating a while to catch duplicates and false timeouts.
-	got.During(events, 1500*time.Millisecond)
-	// Stop flatline before the heartbeats, or every device would time out.
-	if err := inst.Stop(); err != nil {
-		t.Fatalf("flatline stopped with %v", err)
-	}
-	f.Stop()
-	got.Drain(events)
-	late := f.Verdict(t, got, timeout, 16)
+	late := f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: timeout, Shards: 16}, inst).Late
 	slices.Sort(late)
 	t.Logf("%d timeouts; lateness deadline→received p50 %v p99 %v", len(late), e2etest.Percentile(late, .5), e2etest.Percentile(late, .99))
 }
@@ -64,35 +41,21 @@ func TestEndToEndOnCluster(t *testing.T) {
 // device gets exactly one timeout, no live one any.
 func TestDoublingOnCluster(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.cfg.Shards.InitialCount = 16
-	e.cfg.Timeouts.Default = timeout
-	inst := e2etest.Start(t, e.cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.kafka.Brokers(), e2etest.Timeouts, partitions)
-	got := e2etest.Gathered{}
+	inst, events, brokers := startOnCluster(t)
 
-	r := rand.New(rand.NewPCG(8, 9))
-	ids := make([]string, devices)
-	silentAt := make([]time.Time, devices)
 	begin := time.Now().Add(2 * time.Second)
-	for k := range ids {
-		ids[k] = fmt.Sprintf("dbl-%05d", k)
-	}
-	for _, k := range r.Perm(devices)[:silent] {
-		silentAt[k] = begin.Add(time.Duration(r.Int64N(int64(5 * time.Second))))
-	}
-	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, interval, silentAt)
+	silentAt := e2etest.SilentSchedule(rand.New(rand.NewPCG(8, 9)), devices, silent, begin, begin.Add(5*time.Second))
+	f := e2etest.StartFleet(t, brokers, e2etest.IDs("dbl-", devices), interval, silentAt)
 
 	// Scale once silences have begun and the first have fired.
-	got.During(events, time.Until(begin.Add(1500*time.Millisecond)))
+	e2etest.Eventually(t, 30*time.Second, "the first silent device to time out", func() bool { return f.Fired(events) > 0 })
 	ctx := context.Background()
 	l, err := rebalance.Scale(ctx, inst.Store, 32, time.Now())
 	if err != nil {
 		t.Fatalf("scale to 32: %v", err)
 	}
 	sawProgress := false
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	e2etest.EventuallyNil(t, 30*time.Second, "16→32 to finalize", func() error {
 		st, err := rebalance.ReadStatus(ctx, inst.Store, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -100,14 +63,11 @@ func TestDoublingOnCluster(t *testing.T) {
 		if st.Migration.Active {
 			sawProgress = sawProgress || st.Migration.Moved > 0 || st.Migration.Misplaced > 0
 		} else if st.Layout.Count == 32 && st.Layout.Previous == 0 && st.Layout.Epoch > l.Epoch {
-			t.Logf("16→32 finalized after %v (status showed progress: %v)", time.Since(time.UnixMilli(l.SinceMs)).Round(time.Millisecond), sawProgress)
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("16→32 did not finalize: layout %+v migration %+v", st.Layout, st.Migration)
-		}
-		got.During(events, 50*time.Millisecond)
-	}
+		return fmt.Errorf("layout %+v migration %+v", st.Layout, st.Migration)
+	})
+	t.Logf("16→32 finalized after %v (status showed progress: %v)", time.Since(time.UnixMilli(l.SinceMs)).Round(time.Millisecond), sawProgress)
 	if !sawProgress {
 		t.Error("shards status never showed the migration in progress")
 	}
@@ -116,12 +76,5 @@ func TestDoublingOnCluster(t *testing.T) {
 	if err != nil || misplaced != 0 || total == 0 {
 		t.Errorf("after finalizing: %d of %d members misplaced (err %v)", misplaced, total, err)
 	}
-	got.Until(t, events, 45*time.Second, "not every silent device got a timeout", func() bool { return f.Fired(got) == silent })
-	got.During(events, 1500*time.Millisecond)
-	if err := inst.Stop(); err != nil {
-		t.Fatalf("flatline stopped with %v", err)
-	}
-	f.Stop()
-	got.Drain(events)
-	f.Verdict(t, got, timeout, 32)
+	f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: timeout, Shards: 32}, inst)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -29,8 +30,8 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 
 	// Long-lived devices stay tracked; the silent ones time out after 1s
 	// and leave, so the page has timeouts and lateness to show too.
-	in.send(t, append(fleet("live-", live, 0), fleet("silent-", silent, 1000)...))
-	waitFor(t, "the fleet tracked and the silent devices timed out", func() string {
+	in.send(t, append(heartbeats("live-", live, 0), heartbeats("silent-", silent, 1000)...))
+	e2etest.EventuallyNil(t, 20*time.Second, "the fleet tracked and the silent devices timed out", func() error {
 		st := in.status(t)
 		owned := 0
 		for _, s := range st.Shards {
@@ -39,9 +40,9 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 			}
 		}
 		if st.Tracked != live || owned != shards {
-			return fmt.Sprintf("tracked %d (want %d), %d of %d shards owned", st.Tracked, live, owned, shards)
+			return fmt.Errorf("tracked %d (want %d), %d of %d shards owned", st.Tracked, live, owned, shards)
 		}
-		return ""
+		return nil
 	})
 
 	// --virtual-time-budget lets the page run its timers (several polls)

@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flatline-dev/flatline/ingest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/metrics"
 )
 
@@ -34,23 +36,23 @@ var (
 func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	const shards, live, silent = 4, 50, 5
 	in := startInstance(t, shards)
-	msgs := append(fleet("live-", live, 0), fleet("silent-", silent, 1000)...)
+	msgs := append(heartbeats("live-", live, 0), heartbeats("silent-", silent, 1000)...)
 	msgs = append(msgs, heartbeat{key: "broken-1", raw: []byte("not json")})
 	in.send(t, msgs)
 
 	var exp exposition
-	waitFor(t, "timeouts published and the fleet tracked", func() string {
+	e2etest.EventuallyNil(t, 20*time.Second, "timeouts published and the fleet tracked", func() error {
 		exp = scrape(t, in)
 		if got := exp.sum("flatline_timeouts_published_total"); got < silent {
-			return fmt.Sprintf("%v timeouts published, want %d", got, silent)
+			return fmt.Errorf("%v timeouts published, want %d", got, silent)
 		}
 		if got := exp.sum("flatline_shard_devices"); got != live {
-			return fmt.Sprintf("flatline_shard_devices sums to %v, want %d", got, live)
+			return fmt.Errorf("flatline_shard_devices sums to %v, want %d", got, live)
 		}
 		if got := exp.sum("flatline_dead_lettered_total"); got != 1 {
-			return fmt.Sprintf("%v dead-lettered, want 1", got)
+			return fmt.Errorf("%v dead-lettered, want 1", got)
 		}
-		return ""
+		return nil
 	})
 
 	// The cluster-wide gauges agree with /status.

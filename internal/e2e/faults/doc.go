@@ -5,6 +5,10 @@
 // in-process Kafka (kfake) reached over TCP, and checks SPEC §3's promises:
 // nothing lost, nothing false, no crash.
 //
-// The package has no non-test code; the shared helpers live in
-// helpers_test.go.
+// The package has no non-test code. The harness it shares with the other
+// end-to-end suites (instances, the fleet, the collector and the verdict,
+// Eventually) is internal/e2e/e2etest; what only fault tests need lives
+// here: real `flatline serve` processes (proc_test.go), a workaround for
+// group members kfake never expires (ghosts_test.go) and replayable random
+// seeds (seed_test.go).
 package faults

@@ -1,4 +1,4 @@
-package app_test
+package pipeline_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -18,13 +18,13 @@ import (
 // with one left, it owns all 16.
 func TestLeasesSpreadEvenly(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 4)
-	e.cfg.Shards.InitialCount = 16
-	e.cfg.Scanner.LeaseTTL = 2 * time.Second
-	e.cfg.Kafka.SessionTimeout = 2 * time.Second
+	e := e2etest.NewEnv(t, 4)
+	e.Cfg.Shards.InitialCount = 16
+	e.Cfg.Scanner.LeaseTTL = 2 * time.Second
+	e.Cfg.Kafka.SessionTimeout = 2 * time.Second
 	var insts []*e2etest.Instance
 	for k := 0; k < 3; k++ {
-		cfg := e.cfg
+		cfg := e.Cfg
 		cfg.InstanceID = fmt.Sprintf("inst-%d", k)
 		insts = append(insts, e2etest.Start(t, cfg, app.Hooks{}))
 	}
@@ -39,7 +39,7 @@ func TestLeasesSpreadEvenly(t *testing.T) {
 		}
 		return total == 16
 	}
-	took := waitFor(t, 2*e.cfg.Scanner.LeaseTTL, "shards not spread 5/6 over 3 instances", balanced)
+	took := e2etest.Eventually(t, 2*e.Cfg.Scanner.LeaseTTL, "the shards spread 5/6 over 3 instances", balanced)
 	t.Logf("3 instances balanced after %s: %d/%d/%d", took, len(insts[0].Leaser.Owned()), len(insts[1].Leaser.Owned()), len(insts[2].Leaser.Owned()))
 	// Every shard has exactly one owner.
 	st, err := rebalance.ReadStatus(t.Context(), insts[0].Store, time.Now())
@@ -56,7 +56,7 @@ func TestLeasesSpreadEvenly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	took = waitFor(t, 2*e.cfg.Scanner.LeaseTTL, "the last instance does not own all 16 shards", func() bool {
+	took = e2etest.Eventually(t, 2*e.Cfg.Scanner.LeaseTTL, "the last instance to own all 16 shards", func() bool {
 		return len(insts[0].Leaser.Owned()) == 16
 	})
 	t.Logf("last instance owns all 16 after %s", took)
@@ -66,17 +66,14 @@ func TestLeasesSpreadEvenly(t *testing.T) {
 // overdue its devices look, and reports the stalled watermark.
 func TestNoIngestFiresNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 4)
-	e.cfg.Shards.InitialCount = 4
-	e.cfg.Timeouts.Default = time.Second
+	e := e2etest.NewEnv(t, 4)
+	e.Cfg.Shards.InitialCount = 4
+	e.Cfg.Timeouts.Default = time.Second
 	// First an instance with ingest tracks a fleet, then goes away.
-	ids := make([]string, 200)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("orphan-%03d", i)
-	}
-	a := e2etest.Start(t, e.cfg, app.Hooks{})
-	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, make([]time.Time, len(ids)))
-	waitFor(t, 20*time.Second, "fleet not tracked", func() bool {
+	ids := e2etest.IDs("orphan-", 200)
+	a := e2etest.Start(t, e.Cfg, app.Hooks{})
+	f := e2etest.StartFleet(t, e.Kafka.Brokers(), ids, 200*time.Millisecond, make([]time.Time, len(ids)))
+	e2etest.Eventually(t, 20*time.Second, "the fleet tracked", func() bool {
 		sizes, err := a.Store.Sizes(t.Context(), 4)
 		var n int64
 		for _, s := range sizes {
@@ -89,11 +86,11 @@ func TestNoIngestFiresNothing(t *testing.T) {
 	}
 	f.Stop() // every device is now silent: deadlines pass in ≤ 1 s
 
-	cfg := e.cfg
+	cfg := e.Cfg
 	cfg.Roles = []string{configs.RoleScanner}
 	b := e2etest.Start(t, cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 4)
-	waitFor(t, 15*time.Second, "the scanner-only instance never reported a stalled watermark", b.Gate.Stalled)
+	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 4)
+	e2etest.Eventually(t, 15*time.Second, "the scanner-only instance to report a stalled watermark", b.Gate.Stalled)
 	st, err := rebalance.ReadStatus(t.Context(), b.Store, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +98,8 @@ func TestNoIngestFiresNothing(t *testing.T) {
 	if st.Tracked != int64(len(ids)) || st.WatermarkLagMs < 2000 {
 		t.Errorf("status: tracked %d, watermark lag %d ms; want %d tracked and a lag over 2 s", st.Tracked, st.WatermarkLagMs, len(ids))
 	}
-	if n := testutil.ToFloat64(b.Metrics.TimeoutsPublished); n != 0 || len(events) != 0 {
-		t.Errorf("published %v timeouts (%d read back) without any ingest", n, len(events))
+	if n := testutil.ToFloat64(b.Metrics.TimeoutsPublished); n != 0 || events.Unread() != 0 {
+		t.Errorf("published %v timeouts (%d read back) without any ingest", n, events.Unread())
 	}
 	if len(b.Leaser.Owned()) != 4 {
 		t.Errorf("the scanner owns %d of 4 shards", len(b.Leaser.Owned()))
@@ -116,39 +113,24 @@ func TestNoIngestFiresNothing(t *testing.T) {
 func TestRestartAfterGapNoFalseTimeouts(t *testing.T) {
 	t.Parallel()
 	const timeout = time.Second
-	e := newEnv(t, 4)
-	e.cfg.Shards.InitialCount = 8
-	e.cfg.Timeouts.Default = timeout
-	a := e2etest.Start(t, e.cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 4)
+	e := e2etest.NewEnv(t, 4)
+	e.Cfg.Shards.InitialCount = 8
+	e.Cfg.Timeouts.Default = timeout
+	a := e2etest.Start(t, e.Cfg, app.Hooks{})
+	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 4)
 
-	r := rand.New(rand.NewPCG(8, 9))
-	ids := make([]string, 2000)
-	silentAt := make([]time.Time, len(ids))
-	for i := range ids {
-		ids[i] = fmt.Sprintf("gap-%04d", i)
-	}
+	ids := e2etest.IDs("gap-", 2000)
 	gapStart := time.Now().Add(2 * time.Second)
 	gap := 3 * timeout
-	for _, i := range r.Perm(len(ids))[:100] {
-		// Silent only during the gap, when nobody is watching.
-		silentAt[i] = gapStart.Add(time.Duration(r.Int64N(int64(gap - 500*time.Millisecond))))
-	}
-	f := e2etest.StartFleet(t, e.kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
+	// Silent only during the gap, when nobody is watching.
+	silentAt := e2etest.SilentSchedule(rand.New(rand.NewPCG(8, 9)), len(ids), 100, gapStart, gapStart.Add(gap-500*time.Millisecond))
+	f := e2etest.StartFleet(t, e.Kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
 	time.Sleep(time.Until(gapStart))
 	if err := a.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(gap) // the fleet beats on into Kafka; no flatline runs
-	b := e2etest.Start(t, e.cfg, app.Hooks{})
+	b := e2etest.Start(t, e.Cfg, app.Hooks{})
 
-	got := e2etest.Gathered{}
-	got.Until(t, events, 60*time.Second, "not every silent device timed out after the restart", func() bool { return f.Fired(got) == f.Silent() })
-	got.During(events, 1500*time.Millisecond) // late duplicates or false timeouts
-	if err := b.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	f.Stop()
-	got.Drain(events)
-	f.Verdict(t, got, timeout, 8)
+	f.Finish(t, events, 60*time.Second, e2etest.Want{Timeout: timeout, Shards: 8}, b)
 }

@@ -3,8 +3,6 @@ package faults_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,26 +15,11 @@ import (
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/ingest"
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
 )
-
-// bigKafka is a kfake cluster like testenv.Kafka's that accepts record
-// batches up to 32 MiB, so a test can produce a 1 MiB heartbeat.
-func bigKafka(t *testing.T, partitions int, topics ...string) []string {
-	t.Helper()
-	c, err := kfake.NewCluster(
-		kfake.NumBrokers(1),
-		kfake.SeedTopics(int32(partitions), topics...),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond),
-		kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(32 << 20)}),
-	)
-	if err != nil {
-		t.Fatalf("start kfake: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()
-}
 
 // sent is one message of the bad-input corpus and what flatline must make
 // of it.
@@ -176,21 +159,6 @@ func padded(head, tail string, size int) []byte {
 	return append(b, tail...)
 }
 
-// produceAll writes msgs in order (each partition keeps their order).
-func produceAll(t *testing.T, brokers []string, topic string, msgs []kafka.Message) {
-	t.Helper()
-	w := &kafka.Writer{
-		Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Murmur2Balancer{},
-		RequiredAcks: kafka.RequireAll, BatchSize: 2000, BatchBytes: 8 << 20, BatchTimeout: time.Millisecond,
-	}
-	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := w.WriteMessages(ctx, msgs...); err != nil {
-		t.Fatalf("produce to %s: %v", topic, err)
-	}
-}
-
 func headers(m kafka.Message) map[string]string {
 	h := make(map[string]string, len(m.Headers))
 	for _, x := range m.Headers {
@@ -222,11 +190,14 @@ func TestBadInput(t *testing.T) {
 	)
 	rng := seed(t)
 	rs := testenv.Redis(t)
-	brokers := bigKafka(t, partitions, signals, timeouts, dlq, strictSig, strictDLQ)
+	// Record batches up to 32 MiB, so a 1 MiB heartbeat can be produced.
+	brokers := testenv.KafkaWith(t, []kfake.Opt{kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(32 << 20)})},
+		partitions, append(e2etest.Topics, strictSig, strictDLQ)...).Brokers()
 	classes := map[string]time.Duration{"sensor": 30 * time.Minute}
 
 	newCfg := func() configs.Config {
-		cfg := baseConfig(t, rs.Addr(), brokers)
+		cfg := e2etest.Config(t, []string{rs.Addr()}, brokers)
+		cfg.Kafka.SessionTimeout = 2 * time.Second
 		cfg.Timeouts.Default = time.Hour // nothing fires during the test
 		cfg.Timeouts.Classes = classes
 		cfg.Shards.InitialCount = 8
@@ -234,11 +205,11 @@ func TestBadInput(t *testing.T) {
 	}
 	cfg := newCfg()
 	cfg.HTTP.Addr = "127.0.0.1:0"
-	inst := startApp(t, cfg)
+	inst := e2etest.Start(t, cfg, app.Hooks{})
 	strictCfg := newCfg()
 	strictCfg.Kafka.SignalsTopic, strictCfg.Kafka.DeadLetterTopic = strictSig, strictDLQ
 	strictCfg.Timeouts.StrictClasses = true
-	strict := startApp(t, strictCfg)
+	strict := e2etest.Start(t, strictCfg, app.Hooks{})
 
 	at := time.Now().Truncate(time.Millisecond)
 	ms := at.UnixMilli()
@@ -250,7 +221,7 @@ func TestBadInput(t *testing.T) {
 		id := fmt.Sprintf("tomb-%03d", i)
 		first = append(first, kafka.Message{Key: []byte(id), Value: []byte(`{"ts":` + strconv.FormatInt(ms, 10) + `}`), Time: at})
 	}
-	produceAll(t, brokers, signals, first)
+	e2etest.Produce(t, brokers, e2etest.Signals, first...)
 
 	// Phase 2: the corpus, tombstones and regular heartbeats, shuffled.
 	msgs := corpus(perKind, at, def, classes)
@@ -282,7 +253,7 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	produced := time.Now()
-	produceAll(t, brokers, signals, kmsgs)
+	e2etest.Produce(t, brokers, e2etest.Signals, kmsgs...)
 
 	// The strict instance: unknown classes are invalid there.
 	var strictMsgs []kafka.Message
@@ -291,21 +262,22 @@ func TestBadInput(t *testing.T) {
 			kafka.Message{Key: []byte(fmt.Sprintf("strict-unknown-%d", i)), Value: []byte(`{"class":"no-such-class"}`), Time: at},
 			kafka.Message{Key: []byte(fmt.Sprintf("strict-known-%d", i)), Value: []byte(`{"class":"sensor"}`), Time: at})
 	}
-	produceAll(t, brokers, strictSig, strictMsgs)
+	e2etest.Produce(t, brokers, strictSig, strictMsgs...)
 
 	// No partition stuck: both groups commit every partition to its end.
-	waitUntil(t, 60*time.Second, "every signals partition consumed to its end", func() bool {
-		if inst.exited() || strict.exited() {
-			t.Fatalf("flatline exited on bad input: %v / %v", inst.err, strict.err)
+	e2etest.Eventually(t, 60*time.Second, "every signals partition consumed to its end", func() bool {
+		if inst.Exited() || strict.Exited() {
+			t.Fatalf("flatline exited on bad input: %v / %v", inst.Err(), strict.Err())
 		}
-		return caughtUp(t, brokers, cfg.Kafka.GroupID, partitions) && caughtUpTopic(t, brokers, strictCfg.Kafka.GroupID, strictSig, partitions)
+		return testenv.CaughtUp(t, brokers, cfg.Kafka.GroupID, e2etest.Signals, partitions) &&
+			testenv.CaughtUp(t, brokers, strictCfg.Kafka.GroupID, strictSig, partitions)
 	})
 	consumed := time.Since(produced)
 
 	// The dead-letter topic holds exactly the invalid messages, once each,
 	// with their reason and the offset they came from.
 	origin := map[string]kafka.Message{} // "partition/offset" → the signals message
-	for _, m := range testenv.ReadTopic(t, brokers, signals, partitions) {
+	for _, m := range testenv.ReadTopic(t, brokers, e2etest.Signals, partitions) {
 		origin[fmt.Sprintf("%d/%d", m.Partition, m.Offset)] = m
 	}
 	type ident struct{ key, value string }
@@ -320,7 +292,7 @@ func TestBadInput(t *testing.T) {
 			want[id] = append(want[id], s)
 		}
 	}
-	dead := testenv.ReadTopic(t, brokers, dlq, partitions)
+	dead := testenv.ReadTopic(t, brokers, e2etest.DLQ, partitions)
 	if len(dead) != invalid {
 		t.Errorf("dead-letter topic holds %d messages, want the %d invalid ones", len(dead), invalid)
 	}
@@ -339,7 +311,7 @@ func TestBadInput(t *testing.T) {
 		if h["flatline-reason"] != string(s.reason) {
 			t.Errorf("%s: flatline-reason %q, want %q", s.kind, h["flatline-reason"], s.reason)
 		}
-		src, ok := strings.CutPrefix(h["flatline-source"], signals+"/")
+		src, ok := strings.CutPrefix(h["flatline-source"], e2etest.Signals+"/")
 		o, found := origin[src]
 		if !ok || !found || string(o.Key) != string(s.key) || string(o.Value) != string(s.value) {
 			t.Errorf("%s: flatline-source %q does not point at the original message", s.kind, h["flatline-source"])
@@ -364,7 +336,11 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("flatline_heartbeats_invalid_total{reason=%q} = %v, want %d", r, got, wantReasons[r])
 		}
 	}
-	metricsText := httpBody(t, "http://"+inst.HTTP.Addr()+"/metrics")
+	metricsBody, err := e2etest.HTTPGet("http://" + inst.HTTP.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsText := string(metricsBody)
 	for r := range wantReasons {
 		if !strings.Contains(metricsText, `flatline_heartbeats_invalid_total{reason="`+string(r)+`"} `+strconv.Itoa(wantReasons[r])) {
 			t.Errorf("/metrics lacks flatline_heartbeats_invalid_total{reason=%q} %d", r, wantReasons[r])
@@ -397,7 +373,7 @@ func TestBadInput(t *testing.T) {
 	// Every valid device has exactly its deadline; tombstoned ones and the
 	// keys of invalid messages are not tracked.
 	ctx := context.Background()
-	deadline := func(st *instance, id string) (int64, bool) {
+	deadline := func(st *e2etest.Instance, id string) (int64, bool) {
 		score, ok, err := st.Store.Score(ctx, shard.Of(shard.Hash(id), 8), id)
 		if err != nil {
 			t.Fatal(err)
@@ -455,8 +431,8 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
-	for _, st := range []*instance{inst, strict} {
-		if err := st.stop(); err != nil {
+	for _, st := range []*e2etest.Instance{inst, strict} {
+		if err := st.Stop(); err != nil {
 			t.Errorf("flatline stopped with %v", err)
 		}
 	}
@@ -474,18 +450,4 @@ func oddKinds(msgs []sent) []string {
 		}
 	}
 	return out
-}
-
-func httpBody(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

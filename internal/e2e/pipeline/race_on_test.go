@@ -1,5 +1,5 @@
 //go:build race
 
-package app_test
+package pipeline_test
 
 const raceEnabled = true

@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -71,26 +73,19 @@ type gcSample struct {
 func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 	const partitions = 4
 	bin := flatlineBinary(t)
-	rs := testenv.Redis(t)
-	k := testenv.Kafka(t, partitions, signals, timeouts, dlq)
-	prefix := testenv.Prefix(t)
-	group := "flatline-" + prefix
-	env := childEnv(map[string]string{
-		"FLATLINE_REDIS_ADDRS":            rs.Addr(),
-		"FLATLINE_REDIS_KEY_PREFIX":       prefix,
-		"FLATLINE_KAFKA_BROKERS":          k.Brokers()[0],
-		"FLATLINE_KAFKA_GROUP_ID":         group,
+	e := e2etest.NewEnv(t, partitions)
+	rs, k, prefix := e.Redis, e.Kafka, e.Cfg.Redis.KeyPrefix
+	env := serveEnv(e.Cfg, map[string]string{
 		"FLATLINE_TIMEOUTS_DEFAULT":       "1h", // nothing fires: the devices only stream through
 		"FLATLINE_SHARDS_INITIAL_COUNT":   "16",
 		"FLATLINE_INGEST_COALESCE_WINDOW": coalesceWindow,
 		"FLATLINE_HTTP_ADDR":              "127.0.0.1:0",
-		"FLATLINE_LOG_LEVEL":              "info",
 		"GODEBUG":                         "gctrace=1",
 		// More, smaller GC cycles: more samples of the live heap.
 		"GOGC": "25",
 	})
-	logs := newLogBuffer(500)
-	logs.dumpOnFailure(t, "flatline serve")
+	logs := e2etest.NewLogBuffer(500)
+	logs.DumpOnFailure(t, "flatline serve")
 
 	var consumed atomic.Int64 // the child's flatline_heartbeats_consumed_total, last scraped
 	var mu sync.Mutex
@@ -113,20 +108,26 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 		t.Fatal("flatline serve did not report its HTTP address")
 	}
 
-	// Scrape progress and RSS while the devices stream through.
+	// Scrape progress and RSS every 50 ms while the devices stream through.
 	ctx, cancel := context.WithCancel(context.Background())
 	scraped := make(chan struct{})
 	var rssAtPhase, rssAtEnd atomic.Int64
 	go func() {
 		defer close(scraped)
-		for ctx.Err() == nil {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
 			if n, ok := scrapeCounter(metricsURL, "flatline_heartbeats_consumed_total"); ok {
 				consumed.Store(n)
 				if n >= int64(phase) && rssAtPhase.Load() == 0 {
 					rssAtPhase.Store(procStatusKB(p.cmd.Process.Pid, "VmRSS"))
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 	}()
 	defer func() { cancel(); <-scraped }()
@@ -134,7 +135,7 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 	start := time.Now()
 	produceDevices(t, k.Brokers(), total)
 	produced := time.Since(start)
-	waitUntil(t, 5*time.Minute, fmt.Sprintf("%d heartbeats consumed", total), func() bool {
+	e2etest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d heartbeats consumed", total), func() bool {
 		if p.exited() {
 			t.Fatalf("flatline exited: %v", p.state)
 		}
@@ -192,10 +193,7 @@ func maxLive(gcs []gcSample, from, to int64) liveMax {
 func produceDevices(t *testing.T, brokers []string, n int) {
 	t.Helper()
 	const chunk = 10_000
-	w := &kafka.Writer{
-		Addr: kafka.TCP(brokers...), Topic: signals, Balancer: &kafka.Murmur2Balancer{},
-		RequiredAcks: kafka.RequireOne, BatchSize: chunk, BatchBytes: 8 << 20, BatchTimeout: time.Millisecond,
-	}
+	w := e2etest.NewWriter(brokers, e2etest.Signals)
 	defer w.Close()
 	msgs := make([]kafka.Message, chunk)
 	for base := 0; base < n; base += chunk {
@@ -213,11 +211,11 @@ func produceDevices(t *testing.T, brokers []string, n int) {
 
 // scrapeCounter reads an unlabelled counter from a Prometheus text page.
 func scrapeCounter(url, name string) (int64, bool) {
-	resp, err := httpGet(url)
+	resp, err := e2etest.HTTPGet(url)
 	if err != nil {
 		return 0, false
 	}
-	sc := bufio.NewScanner(strings.NewReader(resp))
+	sc := bufio.NewScanner(bytes.NewReader(resp))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)

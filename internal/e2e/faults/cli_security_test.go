@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -19,7 +20,7 @@ func TestCLISecrets(t *testing.T) {
 	const redisPW, kafkaPW = "cli-Redis-s3cret", "cli-Kafka-s3cret"
 	bin := flatlineBinary(t)
 	rs := testenv.Redis(t, "--requirepass", redisPW)
-	k := testenv.Kafka(t, 1, signals, timeouts, dlq)
+	k := testenv.Kafka(t, 1, e2etest.Topics...)
 	base := map[string]string{
 		"FLATLINE_REDIS_ADDRS":          rs.Addr(),
 		"FLATLINE_KAFKA_BROKERS":        k.Brokers()[0],
@@ -32,7 +33,7 @@ func TestCLISecrets(t *testing.T) {
 	run := func(env map[string]string, args ...string) (stdout, stderr string, code int) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = childEnv(env)
-		cmd.SysProcAttr = childAttr()
+		cmd.SysProcAttr = testenv.ChildProcAttr()
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		done := make(chan error, 1)

@@ -1,4 +1,4 @@
-package app_test
+package pipeline_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -18,9 +18,9 @@ import (
 // is forced with the scanner's BeforeRemove hook.
 func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 2)
-	e.cfg.Shards.InitialCount = 4
-	e.cfg.Timeouts.Default = time.Second
+	e := e2etest.NewEnv(t, 2)
+	e.Cfg.Shards.InitialCount = 4
+	e.Cfg.Timeouts.Default = time.Second
 	const id = "racer"
 	i := shard.Of(shard.Hash(id), 4)
 	reset := shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)
@@ -41,14 +41,10 @@ func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 		},
 		Fired: func(_ int, _ []shard.Member, removed int) { fired <- removed },
 	}}
-	inst = e2etest.Start(t, e.cfg, hooks)
-	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 2)
+	inst = e2etest.Start(t, e.Cfg, hooks)
+	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 2)
 
-	w := e2etest.NewWriter(e.kafka.Brokers(), signals)
-	defer w.Close()
-	if err := w.WriteMessages(context.Background(), kafka.Message{Key: []byte(id), Value: []byte(`{}`), Time: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	e2etest.Produce(t, e.Kafka.Brokers(), e2etest.Signals, kafka.Message{Key: []byte(id), Value: []byte(`{}`), Time: time.Now()})
 	var batch []shard.Member
 	select {
 	case batch = <-interleaved:
@@ -68,25 +64,21 @@ func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 	// The timeout itself was legitimately published once, and the reset
 	// that raced it is the device coming back: one recovered event, found
 	// by the scanner (the reset ran before any down entry existed).
-	var timeout e2etest.Received
-	select {
-	case timeout = <-events:
-		if timeout.Ev.DeviceID != id || timeout.Ev.Type != "timeout" {
-			t.Fatalf("unexpected event %+v", timeout.Ev)
-		}
-	case <-time.After(10 * time.Second):
+	timeout, ok := events.Next(10 * time.Second)
+	if !ok {
 		t.Fatal("timeout event not published")
 	}
+	if timeout.Ev.DeviceID != id || timeout.Ev.Type != "timeout" {
+		t.Fatalf("unexpected event %+v", timeout.Ev)
+	}
 	resetDeadline, _ := shard.Decode(reset)
-	select {
-	case r := <-events:
-		ev := r.Ev
-		if ev.DeviceID != id || ev.Type != "recovered" || ev.DownSinceMs != timeout.Ev.DeadlineMs ||
-			ev.SeenAtMs != resetDeadline-e.cfg.Timeouts.Default.Milliseconds() {
-			t.Fatalf("recovered event %+v; want down since %d, seen at %d", ev, timeout.Ev.DeadlineMs, resetDeadline-e.cfg.Timeouts.Default.Milliseconds())
-		}
-	case <-time.After(10 * time.Second):
+	r, ok := events.Next(10 * time.Second)
+	if !ok {
 		t.Fatal("no recovered event for the reset that raced the timeout")
+	}
+	if ev := r.Ev; ev.DeviceID != id || ev.Type != "recovered" || ev.DownSinceMs != timeout.Ev.DeadlineMs ||
+		ev.SeenAtMs != resetDeadline-e.Cfg.Timeouts.Default.Milliseconds() {
+		t.Fatalf("recovered event %+v; want down since %d, seen at %d", ev, timeout.Ev.DeadlineMs, resetDeadline-e.Cfg.Timeouts.Default.Milliseconds())
 	}
 	if _, down, err := inst.Store.DownScore(context.Background(), i, id); err != nil || down {
 		t.Fatalf("the device is remembered as down (%v, %v) after its recovery was reported", down, err)

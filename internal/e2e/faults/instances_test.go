@@ -2,12 +2,12 @@ package faults_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -30,26 +30,18 @@ func TestThreeInstancesKill9(t *testing.T) {
 	)
 	rng := seed(t)
 	bin := flatlineBinary(t)
-	rs := testenv.Redis(t)
-	k := testenv.Kafka(t, partitions, signals, timeouts, dlq)
-	prefix := testenv.Prefix(t)
-	group := "flatline-" + prefix
-	logs := newLogBuffer(3000)
-	logs.dumpOnFailure(t, "flatline serve ×3")
-	reap := reapGhosts(t, k.Brokers(), group, 2*time.Second)
+	e := e2etest.NewEnv(t, partitions)
+	k := e.Kafka
+	logs := e2etest.NewLogBuffer(3000)
+	logs.DumpOnFailure(t, "flatline serve ×3")
+	reap := reapGhosts(t, k.Brokers(), e.Cfg.Kafka.GroupID, 2*time.Second)
 	envFor := func(id string) []string {
-		return childEnv(map[string]string{
+		return serveEnv(e.Cfg, map[string]string{
 			"FLATLINE_INSTANCE_ID":           id,
-			"FLATLINE_REDIS_ADDRS":           rs.Addr(),
-			"FLATLINE_REDIS_KEY_PREFIX":      prefix,
-			"FLATLINE_KAFKA_BROKERS":         k.Brokers()[0],
-			"FLATLINE_KAFKA_GROUP_ID":        group,
 			"FLATLINE_KAFKA_SESSION_TIMEOUT": "2s",
 			"FLATLINE_SCANNER_LEASE_TTL":     leaseTTL.String(),
 			"FLATLINE_TIMEOUTS_DEFAULT":      timeout.String(),
-			"FLATLINE_SHARDS_INITIAL_COUNT":  fmt.Sprint(shards),
-			"FLATLINE_HTTP_ADDR":             "",
-			"FLATLINE_LOG_LEVEL":             "info",
+			"FLATLINE_SHARDS_INITIAL_COUNT":  strconv.Itoa(shards),
 		})
 	}
 	ids := []string{"inst-a", "inst-b", "inst-c"}
@@ -57,7 +49,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 	for _, id := range ids {
 		procs[id] = startProc(t, bin, envFor(id), logs, "serve")
 	}
-	store := shard.NewStore(rs.Client(t), shard.NewKeys(prefix))
+	store := shard.NewStore(e.Redis.Client(t), shard.NewKeys(e.Cfg.Redis.KeyPrefix))
 	ctx := context.Background()
 	owners := func() []string {
 		o, err := store.LeaseOwners(ctx, shards)
@@ -66,7 +58,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 		}
 		return o
 	}
-	waitUntil(t, 30*time.Second, "every shard owned, by all three instances", func() bool {
+	e2etest.Eventually(t, 30*time.Second, "every shard owned, by all three instances", func() bool {
 		o := owners()
 		seen := map[string]bool{}
 		for _, id := range o {
@@ -80,15 +72,13 @@ func TestThreeInstancesKill9(t *testing.T) {
 
 	start := time.Now()
 	silenceFrom, silenceTo := start.Add(3*time.Second), start.Add(12*time.Second)
-	f := startFleet(t, fleetConfig{
-		brokers: k.Brokers(), devices: devices, interval: interval, idPrefix: "dev-",
-		silentAt: silentSchedule(rng, devices, silent, silenceFrom, silenceTo),
-	})
-	events := collect(t, k.Brokers(), partitions)
+	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("dev-", devices), interval,
+		e2etest.SilentSchedule(rng, devices, silent, silenceFrom, silenceTo))
+	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
 
 	// Kill one instance in the middle of the silences.
 	victim := ids[rng.IntN(len(ids))]
-	sleepUntil(silenceFrom.Add(silenceTo.Sub(silenceFrom) / 2))
+	time.Sleep(time.Until(silenceFrom.Add(silenceTo.Sub(silenceFrom) / 2)))
 	var orphaned []int
 	for i, o := range owners() {
 		if o == victim {
@@ -98,7 +88,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 	procs[victim].kill()
 	killedAt := time.Now()
 	t.Logf("kill -9 %s at +%v; it owned shards %v", victim, killedAt.Sub(start).Round(time.Millisecond), orphaned)
-	waitUntil(t, 3*leaseTTL, "every shard owned by a live instance again", func() bool {
+	e2etest.Eventually(t, 3*leaseTTL, "every shard owned by a live instance again", func() bool {
 		for _, o := range owners() {
 			if o == "" || o == victim {
 				return false
@@ -112,14 +102,10 @@ func TestThreeInstancesKill9(t *testing.T) {
 		t.Errorf("takeover took %v, want ≤ lease_ttl + 1s = %v", takeover, leaseTTL+time.Second)
 	}
 
-	silentIDs := make(map[string]bool, silent)
-	for i := range f.cfg.silentAt {
-		silentIDs[f.ids[i]] = true
-	}
-	waitUntil(t, 60*time.Second, "a timeout for every silent device", func() bool {
-		return events.count(silentIDs) == silent
+	e2etest.Eventually(t, 60*time.Second, "a timeout for every silent device", func() bool {
+		return f.Fired(events) == silent
 	})
-	time.Sleep(2 * time.Second) // late duplicates or false timeouts
+	time.Sleep(2 * time.Second) // late duplicates or false timeouts would show here
 	for _, id := range ids {
 		if id != victim {
 			if code := procs[id].terminate(10 * time.Second); code != 0 {
@@ -127,14 +113,10 @@ func TestThreeInstancesKill9(t *testing.T) {
 			}
 		}
 	}
-	f.stop()
+	f.Stop()
 	ghosts := reap()
-	events.drain(t)
-	last, maxLag := f.result(t)
-	if maxLag >= timeout {
-		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v)", maxLag, timeout)
-	}
-	v := verify(t, f.ids, last, timeout, events.byDevice(), false)
+	events.Drain(t)
+	v := f.Verdict(t, events, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce})
 	survivors := slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == victim })
 	t.Logf("3 instances (%v survived), %d devices, %d kfake ghost members removed: %v", survivors, devices, ghosts, v)
 }

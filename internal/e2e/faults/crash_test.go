@@ -1,10 +1,11 @@
 package faults_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
 
 // TestCrashKill9 kills a real `flatline serve` process with SIGKILL three
@@ -21,33 +22,27 @@ func TestCrashKill9(t *testing.T) {
 		interval   = time.Second
 		timeout    = 4 * time.Second
 		partitions = 8
+		shards     = 16
 		kills      = 3
 	)
 	rng := seed(t)
 	bin := flatlineBinary(t)
-	rs := testenv.Redis(t)
-	k := testenv.Kafka(t, partitions, signals, timeouts, dlq)
-	prefix := testenv.Prefix(t)
-	env := childEnv(map[string]string{
-		"FLATLINE_REDIS_ADDRS":              rs.Addr(),
-		"FLATLINE_REDIS_KEY_PREFIX":         prefix,
-		"FLATLINE_KAFKA_BROKERS":            k.Brokers()[0],
-		"FLATLINE_KAFKA_GROUP_ID":           "flatline-" + prefix,
+	e := e2etest.NewEnv(t, partitions)
+	k := e.Kafka
+	env := serveEnv(e.Cfg, map[string]string{
 		"FLATLINE_KAFKA_SESSION_TIMEOUT":    "2s",
 		"FLATLINE_SCANNER_LEASE_TTL":        "1s",
 		"FLATLINE_TIMEOUTS_DEFAULT":         timeout.String(),
-		"FLATLINE_SHARDS_INITIAL_COUNT":     "16",
-		"FLATLINE_HTTP_ADDR":                "",
+		"FLATLINE_SHARDS_INITIAL_COUNT":     strconv.Itoa(shards),
 		"FLATLINE_SHUTDOWN_TIMEOUT":         "5s",
-		"FLATLINE_LOG_LEVEL":                "info",
 		"FLATLINE_INGEST_PROBE_INTERVAL":    "20ms",
 		"FLATLINE_DISPATCH_RECOVERY_WINDOW": "1h",
 	})
-	logs := newLogBuffer(3000)
-	logs.dumpOnFailure(t, "flatline serve")
+	logs := e2etest.NewLogBuffer(3000)
+	logs.DumpOnFailure(t, "flatline serve")
 
 	// kfake never expires a member killed while joining; see reapGhosts.
-	reap := reapGhosts(t, k.Brokers(), "flatline-"+prefix, 2*time.Second)
+	reap := reapGhosts(t, k.Brokers(), e.Cfg.Kafka.GroupID, 2*time.Second)
 
 	run := 1
 	logs.Note("start run %d", run)
@@ -57,17 +52,15 @@ func TestCrashKill9(t *testing.T) {
 	// spread over the window in which the kills happen.
 	start := time.Now()
 	silenceFrom, silenceTo := start.Add(3*time.Second), start.Add(15*time.Second)
-	f := startFleet(t, fleetConfig{
-		brokers: k.Brokers(), devices: devices, interval: interval, idPrefix: "dev-",
-		silentAt: silentSchedule(rng, devices, silent, silenceFrom, silenceTo),
-	})
-	events := collect(t, k.Brokers(), partitions)
+	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("dev-", devices), interval,
+		e2etest.SilentSchedule(rng, devices, silent, silenceFrom, silenceTo))
+	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
 
 	// One kill at a random moment in each third of the silence window.
 	seg := silenceTo.Sub(silenceFrom) / kills
 	for i := 0; i < kills; i++ {
 		at := silenceFrom.Add(time.Duration(i)*seg + time.Duration(rng.Int64N(int64(seg))))
-		sleepUntil(at)
+		time.Sleep(time.Until(at))
 		if p.exited() {
 			t.Fatalf("flatline exited on its own before kill %d: %v", i+1, p.state)
 		}
@@ -81,15 +74,11 @@ func TestCrashKill9(t *testing.T) {
 		p = startProc(t, bin, env, logs, "serve")
 	}
 
-	silentIDs := make(map[string]bool, silent)
-	for i := range f.cfg.silentAt {
-		silentIDs[f.ids[i]] = true
-	}
-	waitUntil(t, 45*time.Second, "a timeout for every silent device", func() bool {
+	e2etest.Eventually(t, 45*time.Second, "a timeout for every silent device", func() bool {
 		if p.exited() {
 			t.Fatalf("flatline exited on its own: %v", p.state)
 		}
-		return events.count(silentIDs) == silent
+		return f.Fired(events) == silent
 	})
 	t.Logf("every silent device fired by +%v", time.Since(start).Round(time.Millisecond))
 	// Keep the fleet beating a while longer to catch late duplicates and
@@ -100,27 +89,23 @@ func TestCrashKill9(t *testing.T) {
 	if code := p.terminate(10 * time.Second); code != 0 {
 		t.Errorf("flatline serve exited with %d on SIGTERM, want 0", code)
 	}
-	f.stop()
+	f.Stop()
 	ghosts := reap()
-	events.drain(t)
-	last, maxLag := f.result(t)
-	if maxLag >= timeout {
-		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v)", maxLag, timeout)
-	}
-	v := verify(t, f.ids, last, timeout, events.byDevice(), false)
+	events.Drain(t)
+	v := f.Verdict(t, events, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce})
 	t.Logf("%d kills, %d runs, %d heartbeat rounds (max heartbeat→next-ack %v), %d kfake ghost members removed: %v",
-		kills, run, f.Rounds(), maxLag.Round(time.Millisecond), ghosts, v)
-	if v.duplicates > 0 {
-		t.Logf("duplicates: %d timeout events repeated across the kills, each with its original's event_id (at-least-once)", v.duplicates)
+		kills, run, v.Rounds, v.MaxLag.Round(time.Millisecond), ghosts, v)
+	if v.Duplicates > 0 {
+		t.Logf("duplicates: %d timeout events repeated across the kills, each with its original's event_id (at-least-once)", v.Duplicates)
 		shown := 0
-		for id, evs := range events.byDevice() {
+		for id, evs := range events.ByDevice() {
 			if len(evs) < 2 || shown == 5 {
 				continue
 			}
 			shown++
-			line := id + ": deadline +" + time.UnixMilli(evs[0].ev.DeadlineMs).Sub(start).Round(time.Millisecond).String() + ", detected at"
+			line := id + ": deadline +" + time.UnixMilli(evs[0].Ev.DeadlineMs).Sub(start).Round(time.Millisecond).String() + ", detected at"
 			for _, r := range evs {
-				line += " +" + time.UnixMilli(r.ev.DetectedAtMs).Sub(start).Round(time.Millisecond).String()
+				line += " +" + time.UnixMilli(r.Ev.DetectedAtMs).Sub(start).Round(time.Millisecond).String()
 			}
 			t.Log(line)
 		}

@@ -9,7 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -38,51 +39,45 @@ func TestKafkaOutage(t *testing.T) {
 		stagger    = 2 * time.Second
 	)
 	rng := seed(t)
-	rs := testenv.Redis(t)
-	k := testenv.Kafka(t, partitions, signals, timeouts, dlq)
-	cfg := baseConfig(t, rs.Addr(), k.Brokers())
+	e := e2etest.NewEnv(t, partitions)
+	k, cfg := e.Kafka, e.Cfg
+	cfg.Kafka.SessionTimeout = 2 * time.Second
 	cfg.Timeouts.Default = timeout
 	cfg.Shards.InitialCount = shards
-	inst := startApp(t, cfg)
+	inst := e2etest.Start(t, cfg, app.Hooks{})
 
 	start := time.Now()
 	produceDown := start.Add(4 * time.Second)
 	fetchDown := produceDown.Add(stagger)
 	produceUp, fetchUp := produceDown.Add(outage), fetchDown.Add(outage)
-	f := startFleet(t, fleetConfig{
-		brokers: k.Brokers(), devices: devices, interval: interval, idPrefix: "k-",
-		silentAt: silentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), fetchUp.Add(2*time.Second)),
-	})
-	events := collect(t, k.Brokers(), partitions)
-	silentIDs := make(map[string]bool, silent)
-	for i := range f.cfg.silentAt {
-		silentIDs[f.ids[i]] = true
-	}
+	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("k-", devices), interval,
+		e2etest.SilentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), fetchUp.Add(2*time.Second)))
+	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
 
 	m := inst.Metrics
-	sleepUntil(produceDown)
+	time.Sleep(time.Until(produceDown))
 	publishErrs0 := testutil.ToFloat64(m.PublishErrors)
 	published0 := testutil.ToFloat64(m.TimeoutsPublished)
 	produce := k.Cluster().Fault(
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: timeouts, Count: -1},
-		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: dlq, Count: -1},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e2etest.Timeouts, Count: -1},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: e2etest.DLQ, Count: -1},
 	)
 	t.Logf("produce fails from +%v", time.Since(start).Round(time.Millisecond))
-	sleepUntil(fetchDown)
+	time.Sleep(time.Until(fetchDown))
 	fetch := k.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Count: -1})
 	t.Logf("fetch fails from +%v", time.Since(start).Round(time.Millisecond))
 
 	// Just before produce comes back: every silent device whose deadline
 	// has passed and that was not published before the outage is still in
 	// its shard.
-	sleepUntil(produceUp.Add(-500 * time.Millisecond))
-	if inst.exited() {
-		t.Fatalf("flatline exited during the Kafka outage: %v", inst.err)
+	time.Sleep(time.Until(produceUp.Add(-500 * time.Millisecond)))
+	if inst.Exited() {
+		t.Fatalf("flatline exited during the Kafka outage: %v", inst.Err())
 	}
-	got := events.byDevice()
-	last, _ := f.result(t)
+	got := events.ByDevice()
+	last := f.LastBeats()
 	held := 0
-	for id := range silentIDs {
+	for _, id := range f.SilentIDs() {
 		deadline := last[id] + timeout.Milliseconds()
 		if len(got[id]) > 0 || deadline >= time.Now().UnixMilli() {
 			continue
@@ -111,33 +106,16 @@ func TestKafkaOutage(t *testing.T) {
 		t.Errorf("%v timeouts counted as published while every produce failed", p)
 	}
 
-	sleepUntil(produceUp)
+	time.Sleep(time.Until(produceUp))
 	produce.Remove()
 	t.Logf("produce back at +%v (%d produce requests failed)", time.Since(start).Round(time.Millisecond), produce.Hits())
-	sleepUntil(fetchUp)
+	time.Sleep(time.Until(fetchUp))
 	fetch.Remove()
-	t.Logf("fetch back at +%v (%d fetch requests failed; flatline logged %d \"fetch failed\" warnings)", time.Since(start).Round(time.Millisecond), fetch.Hits(), inst.log.Count("fetch failed"))
+	t.Logf("fetch back at +%v (%d fetch requests failed; flatline logged %d \"fetch failed\" warnings)", time.Since(start).Round(time.Millisecond), fetch.Hits(), inst.Log.Count("fetch failed"))
 
-	waitUntil(t, 30*time.Second, "a timeout for every silent device", func() bool {
-		if inst.exited() {
-			t.Fatalf("flatline exited after the Kafka outage: %v", inst.err)
-		}
-		return events.count(silentIDs) == silent
-	})
-	caught := time.Since(fetchUp)
-	time.Sleep(1500 * time.Millisecond) // duplicates and false timeouts would show here
-
-	if err := inst.stop(); err != nil {
-		t.Errorf("flatline stopped with %v", err)
-	}
-	f.stop()
-	events.drain(t)
-	last, maxLag := f.result(t)
-	if maxLag >= timeout {
-		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v)", maxLag, timeout)
-	}
-	v := verify(t, f.ids, last, timeout, events.byDevice(), true)
-	t.Logf("fleet: %d rounds, max heartbeat→next-ack %v; ", f.Rounds(), maxLag.Round(time.Millisecond))
+	v := f.Finish(t, events, 30*time.Second, e2etest.Want{Timeout: timeout, Shards: shards}, inst)
+	caught := v.AllFired.Sub(fetchUp)
+	t.Logf("fleet: %d rounds, max heartbeat→next-ack %v; ", v.Rounds, v.MaxLag.Round(time.Millisecond))
 	t.Logf("produce outage %v, fetch outage %v (staggered %v): %d due members held in their shards, %v publish retries; "+
 		"all silent devices fired %v after fetch came back; %v",
 		outage, outage, stagger, held, publishErrs, caught.Round(time.Millisecond), v)

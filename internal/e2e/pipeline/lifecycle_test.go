@@ -1,4 +1,4 @@
-package app_test
+package pipeline_test
 
 import (
 	"context"
@@ -10,19 +10,18 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/app"
-	"github.com/flatline-dev/flatline/internal/e2etest"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/shard"
 )
 
-func send(t *testing.T, w *kafka.Writer, at time.Time, kv ...string) {
+// send produces the heartbeats kv (key, value, key, value, ...) stamped at.
+func send(t *testing.T, brokers []string, at time.Time, kv ...string) {
 	t.Helper()
 	var msgs []kafka.Message
 	for k := 0; k+1 < len(kv); k += 2 {
 		msgs = append(msgs, kafka.Message{Key: []byte(kv[k]), Value: []byte(kv[k+1]), Time: at})
 	}
-	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
-		t.Fatal(err)
-	}
+	e2etest.Produce(t, brokers, e2etest.Signals, msgs...)
 }
 
 // Timeout events carry exact class, timeout_ms and last_seen_ms across
@@ -33,15 +32,13 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 	for _, window := range []time.Duration{0, 2 * time.Second} {
 		t.Run(fmt.Sprintf("coalesce_window=%s", window), func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, 2)
-			e.cfg.Shards.InitialCount = 4
-			e.cfg.Timeouts.Default = time.Second
-			e.cfg.Timeouts.Classes = map[string]time.Duration{"sensor": 2 * time.Second, "gateway": 3 * time.Second}
-			e.cfg.Ingest.CoalesceWindow = window
-			inst := e2etest.Start(t, e.cfg, app.Hooks{})
-			events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 2)
-			w := e2etest.NewWriter(e.kafka.Brokers(), signals)
-			defer w.Close()
+			e := e2etest.NewEnv(t, 2)
+			e.Cfg.Shards.InitialCount = 4
+			e.Cfg.Timeouts.Default = time.Second
+			e.Cfg.Timeouts.Classes = map[string]time.Duration{"sensor": 2 * time.Second, "gateway": 3 * time.Second}
+			e.Cfg.Ingest.CoalesceWindow = window
+			inst := e2etest.Start(t, e.Cfg, app.Hooks{})
+			events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 2)
 			now := time.Now()
 			ts := now.UnixMilli()
 			type want struct {
@@ -64,10 +61,10 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 			for id, c := range cases {
 				kv = append(kv, id, fmt.Sprintf(c.value, ts))
 			}
-			send(t, w, now, kv...)
+			send(t, e.Kafka.Brokers(), now, kv...)
 			// Storage while tracked: one member per device; an override
 			// entry only where the timeout differs from the class's.
-			waitFor(t, 10*time.Second, "devices not tracked", func() bool {
+			e2etest.Eventually(t, 10*time.Second, "the devices tracked", func() bool {
 				sizes, err := inst.Store.Sizes(context.Background(), 4)
 				var n int64
 				for _, s := range sizes {
@@ -95,17 +92,16 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 				}
 			}
 			got := map[string]e2etest.Received{}
-			timeout := time.After(30 * time.Second)
+			deadline := time.Now().Add(30 * time.Second)
 			for len(got) < len(cases) {
-				select {
-				case r := <-events:
-					if _, dup := got[r.Ev.DeviceID]; dup {
-						t.Errorf("%s: second timeout", r.Ev.DeviceID)
-					}
-					got[r.Ev.DeviceID] = r
-				case <-timeout:
+				r, ok := events.Next(time.Until(deadline))
+				if !ok {
 					t.Fatalf("%d of %d devices timed out", len(got), len(cases))
 				}
+				if _, dup := got[r.Ev.DeviceID]; dup {
+					t.Errorf("%s: second timeout", r.Ev.DeviceID)
+				}
+				got[r.Ev.DeviceID] = r
 			}
 			for id, c := range cases {
 				ev := got[id].Ev
@@ -135,14 +131,12 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 // after the window.
 func TestRecoveredEvents(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 1)
-	e.cfg.Shards.InitialCount = 1 // one shard, so every fire prunes the same down set
-	e.cfg.Timeouts.Default = time.Second
-	e.cfg.Dispatch.RecoveryWindow = 4 * time.Second
-	inst := e2etest.Start(t, e.cfg, app.Hooks{MinDownMemory: time.Millisecond})
-	events := e2etest.Collect(t, e.kafka.Brokers(), timeouts, 1)
-	w := e2etest.NewWriter(e.kafka.Brokers(), signals)
-	defer w.Close()
+	e := e2etest.NewEnv(t, 1)
+	e.Cfg.Shards.InitialCount = 1 // one shard, so every fire prunes the same down set
+	e.Cfg.Timeouts.Default = time.Second
+	e.Cfg.Dispatch.RecoveryWindow = 4 * time.Second
+	inst := e2etest.Start(t, e.Cfg, app.Hooks{MinDownMemory: time.Millisecond})
+	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 1)
 
 	t0 := time.Now()
 	beat := func(at time.Time, ids ...string) {
@@ -150,19 +144,17 @@ func TestRecoveredEvents(t *testing.T) {
 		for _, id := range ids {
 			kv = append(kv, id, fmt.Sprintf(`{"ts":%d}`, at.UnixMilli()))
 		}
-		send(t, w, at, kv...)
+		send(t, e.Kafka.Brokers(), at, kv...)
 	}
 	back := []string{"back-1", "back-2", "back-3"}
 	beat(t0, append(back, "late", "gone")...)
 	next := func(what string) e2etest.Received {
 		t.Helper()
-		select {
-		case r := <-events:
-			return r
-		case <-time.After(20 * time.Second):
+		r, ok := events.Next(20 * time.Second)
+		if !ok {
 			t.Fatalf("no event: waiting for %s", what)
 		}
-		return e2etest.Received{}
+		return r
 	}
 	downSince := map[string]int64{}
 	for len(downSince) < 5 {
@@ -190,7 +182,7 @@ func TestRecoveredEvents(t *testing.T) {
 		}
 	}
 	// "late" comes back after the window: no recovered event, but tracked.
-	time.Sleep(time.Until(time.UnixMilli(downSince["late"]).Add(e.cfg.Dispatch.RecoveryWindow + 500*time.Millisecond)))
+	time.Sleep(time.Until(time.UnixMilli(downSince["late"]).Add(e.Cfg.Dispatch.RecoveryWindow + 500*time.Millisecond)))
 	lateAt := time.Now()
 	beat(lateAt, "late")
 	r := next("the late device's new timeout")
@@ -206,13 +198,13 @@ func TestRecoveredEvents(t *testing.T) {
 		}
 		return down
 	}
-	waitFor(t, 5*time.Second, fmt.Sprintf("the down set still holds \"gone\", past the %s window", e.cfg.Dispatch.RecoveryWindow), func() bool {
+	e2etest.Eventually(t, 5*time.Second, fmt.Sprintf("the down set to forget \"gone\", past the %s window", e.Cfg.Dispatch.RecoveryWindow), func() bool {
 		return !slices.Contains(downSet(), "gone")
 	})
 	if !slices.Contains(downSet(), "late") {
 		t.Error("the late device's new timeout is not remembered as down")
 	}
-	if len(events) != 0 {
-		t.Errorf("%d unexpected events left", len(events))
+	if n := events.Unread(); n != 0 {
+		t.Errorf("%d unexpected events left", n)
 	}
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -31,29 +33,27 @@ func TestRedisOutage(t *testing.T) {
 		outage     = 10 * time.Second
 	)
 	rng := seed(t)
-	rs := testenv.Redis(t, "--appendonly", "yes", "--appendfsync", "always")
-	k := testenv.Kafka(t, partitions, signals, timeouts, dlq)
-	cfg := baseConfig(t, rs.Addr(), k.Brokers())
+	e := e2etest.NewEnv(t, partitions, "--appendonly", "yes", "--appendfsync", "always")
+	rs, k, cfg := e.Redis, e.Kafka, e.Cfg
+	cfg.Kafka.SessionTimeout = 2 * time.Second
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.Timeouts.Default = timeout
 	cfg.Shards.InitialCount = shards
 	cfg.Scanner.LeaseTTL = 2 * time.Second
-	inst := startApp(t, cfg)
+	inst := e2etest.Start(t, cfg, app.Hooks{})
 	readyz := "http://" + inst.HTTP.Addr() + "/readyz"
-	waitUntil(t, 10*time.Second, "/readyz 200 at start", func() bool { return httpStatus(readyz) == 200 })
+	e2etest.Eventually(t, 10*time.Second, "/readyz 200 at start", func() bool { return e2etest.HTTPStatus(readyz) == 200 })
 
 	// Silences spread so that deadlines fall before, during and after the
 	// outage.
 	start := time.Now()
 	down := start.Add(4 * time.Second)
 	up := down.Add(outage)
-	f := startFleet(t, fleetConfig{
-		brokers: k.Brokers(), devices: devices, interval: interval, idPrefix: "r-",
-		silentAt: silentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), up.Add(2*time.Second)),
-	})
-	events := collect(t, k.Brokers(), partitions)
+	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("r-", devices), interval,
+		e2etest.SilentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), up.Add(2*time.Second)))
+	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
 
-	sleepUntil(down)
+	time.Sleep(time.Until(down))
 	m := inst.Metrics
 	ingestErrs0, scanErrs0 := testutil.ToFloat64(m.IngestErrors), testutil.ToFloat64(m.ScanErrors)
 	rs.Stop()
@@ -61,20 +61,21 @@ func TestRedisOutage(t *testing.T) {
 
 	// Once ingest has failed a write, every batch before it is committed
 	// and nothing more may be until Redis is back.
-	waitUntil(t, 5*time.Second, "ingest to fail a write", func() bool {
+	e2etest.Eventually(t, 5*time.Second, "ingest to fail a write", func() bool {
 		return testutil.ToFloat64(m.IngestErrors) > ingestErrs0
 	})
-	before := committed(t, k.Brokers(), cfg.Kafka.GroupID, signals, partitions)
+	before := testenv.Committed(t, k.Brokers(), cfg.Kafka.GroupID, e2etest.Signals, partitions)
+	// /readyz is sampled every 200 ms for the rest of the outage.
 	statuses := map[int]int{}
 	for time.Now().Before(up) {
-		statuses[httpStatus(readyz)]++
-		if inst.exited() {
-			t.Fatalf("flatline exited during the Redis outage: %v", inst.err)
+		statuses[e2etest.HTTPStatus(readyz)]++
+		if inst.Exited() {
+			t.Fatalf("flatline exited during the Redis outage: %v", inst.Err())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	after := committed(t, k.Brokers(), cfg.Kafka.GroupID, signals, partitions)
-	end := testenv.EndOffsets(t, k.Brokers(), signals, partitions)
+	after := testenv.Committed(t, k.Brokers(), cfg.Kafka.GroupID, e2etest.Signals, partitions)
+	end := testenv.EndOffsets(t, k.Brokers(), e2etest.Signals, partitions)
 	pending := int64(0)
 	for p := range after {
 		if after[p] != before[p] {
@@ -101,33 +102,12 @@ func TestRedisOutage(t *testing.T) {
 
 	restart := time.Now()
 	rs.Start()
-	waitUntil(t, 15*time.Second, "/readyz 200 after Redis came back", func() bool { return httpStatus(readyz) == 200 })
+	e2etest.Eventually(t, 15*time.Second, "/readyz 200 after Redis came back", func() bool { return e2etest.HTTPStatus(readyz) == 200 })
 	readyAfter := time.Since(restart)
 
-	silentIDs := make(map[string]bool, silent)
-	for i := range f.cfg.silentAt {
-		silentIDs[f.ids[i]] = true
-	}
-	waitUntil(t, 30*time.Second, "a timeout for every silent device", func() bool {
-		if inst.exited() {
-			t.Fatalf("flatline exited after the Redis outage: %v", inst.err)
-		}
-		return events.count(silentIDs) == silent
-	})
-	caught := time.Since(restart)
-	time.Sleep(1500 * time.Millisecond) // duplicates and false timeouts would show here
-
-	if err := inst.stop(); err != nil {
-		t.Errorf("flatline stopped with %v", err)
-	}
-	f.stop()
-	events.drain(t)
-	last, maxLag := f.result(t)
-	if maxLag >= timeout {
-		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v)", maxLag, timeout)
-	}
-	v := verify(t, f.ids, last, timeout, events.byDevice(), true)
-	t.Logf("fleet: %d rounds, max heartbeat→next-ack %v; ", f.Rounds(), maxLag.Round(time.Millisecond))
+	v := f.Finish(t, events, 30*time.Second, e2etest.Want{Timeout: timeout, Shards: shards}, inst)
+	caught := v.AllFired.Sub(restart)
+	t.Logf("fleet: %d rounds, max heartbeat→next-ack %v; ", v.Rounds, v.MaxLag.Round(time.Millisecond))
 	t.Logf("outage %v: %d heartbeats held uncommitted; /readyz %v; %v failed ingest writes, %v failed scanner passes; "+
 		"/readyz 200 %v after restart, all silent devices fired %v after restart; %v",
 		outage, pending, statuses, ingestErrs, scanErrs, readyAfter.Round(time.Millisecond), caught.Round(time.Millisecond), v)

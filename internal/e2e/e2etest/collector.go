@@ -1,0 +1,175 @@
+package e2etest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/internal/retry"
+	"github.com/flatline-dev/flatline/internal/testenv"
+)
+
+// Received is one event read back from the timeouts topic.
+type Received struct {
+	Key       string
+	Partition int
+	Offset    int64
+	Ev        dispatch.Event
+	At        time.Time // when the collector read it
+}
+
+// Collector reads every partition of a topic of events from the start,
+// riding out broker errors (it reads through the Kafka outage test). A
+// test looks at what it read as a whole (ByDevice, CountDevices) or in
+// order (Next).
+type Collector struct {
+	brokers    []string
+	topic      string
+	partitions int
+	next       []atomic.Int64 // per partition, the offset after the last read
+
+	mu     sync.Mutex
+	events []Received
+	cursor int           // of Next
+	more   chan struct{} // closed (and replaced) at each event
+	bad    []string
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Collect starts reading topic. An undecodable event fails the test.
+func Collect(t testing.TB, brokers []string, topic string, partitions int) *Collector {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Collector{
+		brokers: brokers, topic: topic, partitions: partitions, next: make([]atomic.Int64, partitions),
+		more: make(chan struct{}), cancel: cancel,
+	}
+	for p := 0; p < partitions; p++ {
+		r := kafka.NewReader(kafka.ReaderConfig{
+			Brokers: brokers, Topic: topic, Partition: p, MinBytes: 1, MaxBytes: 10 << 20,
+			MaxWait: 50 * time.Millisecond, ReadBackoffMin: 20 * time.Millisecond, ReadBackoffMax: 200 * time.Millisecond,
+		})
+		c.wg.Add(1)
+		go c.read(ctx, r, p)
+	}
+	t.Cleanup(func() {
+		c.cancel()
+		c.wg.Wait()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, b := range c.bad {
+			t.Errorf("undecodable event: %s", b)
+		}
+	})
+	return c
+}
+
+func (c *Collector) read(ctx context.Context, r *kafka.Reader, p int) {
+	defer c.wg.Done()
+	defer r.Close()
+	for {
+		m, err := r.ReadMessage(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			// A broker error (the Kafka outage test injects them): the
+			// reader keeps its offset and tries again.
+			retry.Sleep(ctx, 20*time.Millisecond)
+			continue
+		}
+		var ev dispatch.Event
+		c.mu.Lock()
+		if err := json.Unmarshal(m.Value, &ev); err != nil {
+			c.bad = append(c.bad, fmt.Sprintf("partition %d offset %d: %q: %v", p, m.Offset, m.Value, err))
+		} else {
+			c.events = append(c.events, Received{Key: string(m.Key), Partition: p, Offset: m.Offset, Ev: ev, At: time.Now()})
+			close(c.more)
+			c.more = make(chan struct{})
+		}
+		c.mu.Unlock()
+		c.next[p].Store(m.Offset + 1)
+	}
+}
+
+// ByDevice returns the events read so far, per device.
+func (c *Collector) ByDevice() map[string][]Received {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string][]Received)
+	for _, r := range c.events {
+		out[r.Ev.DeviceID] = append(out[r.Ev.DeviceID], r)
+	}
+	return out
+}
+
+// CountDevices returns how many of ids have at least one event.
+func (c *Collector) CountDevices(ids []string) int {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := make(map[string]bool)
+	for _, r := range c.events {
+		if want[r.Ev.DeviceID] {
+			seen[r.Ev.DeviceID] = true
+		}
+	}
+	return len(seen)
+}
+
+// Next returns the next event in the order they were read, waiting up to
+// timeout for one; ok is false when none came.
+func (c *Collector) Next(timeout time.Duration) (r Received, ok bool) {
+	limit := time.NewTimer(timeout)
+	defer limit.Stop()
+	for {
+		c.mu.Lock()
+		if c.cursor < len(c.events) {
+			r = c.events[c.cursor]
+			c.cursor++
+			c.mu.Unlock()
+			return r, true
+		}
+		more := c.more
+		c.mu.Unlock()
+		select {
+		case <-more:
+		case <-limit.C:
+			return Received{}, false
+		}
+	}
+}
+
+// Unread counts the events read but not yet returned by Next.
+func (c *Collector) Unread() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.events) - c.cursor
+}
+
+// Drain waits until the collector has read every event the topic holds
+// now.
+func (c *Collector) Drain(t testing.TB) {
+	t.Helper()
+	end := testenv.EndOffsets(t, c.brokers, c.topic, c.partitions)
+	Eventually(t, 30*time.Second, "the collector to read the whole "+c.topic+" topic", func() bool {
+		for p, off := range end {
+			if c.next[p].Load() < off {
+				return false
+			}
+		}
+		return true
+	})
+}

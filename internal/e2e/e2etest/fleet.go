@@ -1,0 +1,174 @@
+package e2etest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Fleet beats for its devices into the signals topic: every interval one
+// round, all devices with the same ts, until stopped; a device with a
+// silence time stops for good at it.
+//
+// It is not internal/simulate's generator, which `flatline simulate` runs:
+// that one spreads each device's beats over the interval and picks the
+// silent devices itself, while a verdict needs the silences at the moments
+// the test chose and the ts of every silent device's last heartbeat that
+// Kafka acknowledged. The heartbeats are the same JSON.
+type Fleet struct {
+	IDs      []string
+	silentAt []time.Time // per device; zero: never silent
+
+	mu     sync.Mutex
+	last   map[string]int64 // silent devices: ts of the newest acknowledged heartbeat
+	rounds int
+	maxLag time.Duration // longest time from a round's ts to the next round's ack
+	err    error
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// IDs names n devices prefix00000, prefix00001, ...
+func IDs(prefix string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s%05d", prefix, i)
+	}
+	return ids
+}
+
+// SilentSchedule picks n of devices to go silent at uniformly random
+// moments within [from, to); the others get the zero time (never).
+func SilentSchedule(rng *rand.Rand, devices, n int, from, to time.Time) []time.Time {
+	out := make([]time.Time, devices)
+	span := to.Sub(from)
+	for _, i := range rng.Perm(devices)[:n] {
+		out[i] = from.Add(time.Duration(rng.Int64N(int64(span))))
+	}
+	return out
+}
+
+// SilentEvery makes n of devices, evenly spread (every devices/n-th from
+// the first), go silent together at at.
+func SilentEvery(devices, n int, at time.Time) []time.Time {
+	out := make([]time.Time, devices)
+	for i := 0; i < devices; i += devices / n {
+		out[i] = at
+	}
+	return out
+}
+
+// StartFleet starts beating for ids; silentAt[i] is when ids[i] goes
+// silent (zero: never). The fleet stops at the end of the test, if not
+// before.
+func StartFleet(t testing.TB, brokers []string, ids []string, interval time.Duration, silentAt []time.Time) *Fleet {
+	t.Helper()
+	if len(silentAt) != len(ids) {
+		t.Fatalf("fleet: %d silence times for %d devices", len(silentAt), len(ids))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Fleet{IDs: ids, silentAt: silentAt, last: make(map[string]int64), cancel: cancel, done: make(chan struct{})}
+	go f.run(ctx, NewWriter(brokers, Signals), interval)
+	t.Cleanup(f.Stop)
+	return f
+}
+
+func (f *Fleet) run(ctx context.Context, w *kafka.Writer, interval time.Duration) {
+	defer close(f.done)
+	defer w.Close()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	msgs := make([]kafka.Message, 0, len(f.IDs))
+	var prev time.Time
+	for {
+		now := time.Now()
+		ms := now.UnixMilli()
+		ts := strconv.FormatInt(ms, 10)
+		msgs = msgs[:0]
+		for i, id := range f.IDs {
+			if s := f.silentAt[i]; !s.IsZero() && !now.Before(s) {
+				continue
+			}
+			msgs = append(msgs, kafka.Message{
+				Key:   []byte(id),
+				Value: []byte(`{"device_id":"` + id + `","ts":` + ts + `}`),
+				Time:  now,
+			})
+		}
+		err := w.WriteMessages(ctx, msgs...)
+		if ctx.Err() != nil {
+			return
+		}
+		f.mu.Lock()
+		if err != nil {
+			f.err = err
+			f.mu.Unlock()
+			return
+		}
+		// Only an acknowledged round counts: a live device is late by the
+		// time from its previous heartbeat's ts to this ack, and a silent
+		// device's last heartbeat is the last one Kafka has.
+		f.rounds++
+		if !prev.IsZero() {
+			f.maxLag = max(f.maxLag, time.Since(prev))
+		}
+		prev = now
+		for i, s := range f.silentAt {
+			if !s.IsZero() && now.Before(s) {
+				f.last[f.IDs[i]] = ms
+			}
+		}
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop ends the heartbeats and waits for the producer to close.
+func (f *Fleet) Stop() {
+	f.cancel()
+	<-f.done
+}
+
+// Rounds is how many rounds of heartbeats Kafka acknowledged.
+func (f *Fleet) Rounds() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rounds
+}
+
+// LastBeats returns the ts of each silent device's newest acknowledged
+// heartbeat (a device that never beat is absent).
+func (f *Fleet) LastBeats() map[string]int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.last)
+}
+
+// SilentIDs are the devices that go silent.
+func (f *Fleet) SilentIDs() []string {
+	var out []string
+	for i, s := range f.silentAt {
+		if !s.IsZero() {
+			out = append(out, f.IDs[i])
+		}
+	}
+	return out
+}
+
+// Silent counts the devices that go silent.
+func (f *Fleet) Silent() int { return len(f.SilentIDs()) }
+
+// Fired counts the silent devices that got at least one event in c.
+func (f *Fleet) Fired(c *Collector) int { return c.CountDevices(f.SilentIDs()) }

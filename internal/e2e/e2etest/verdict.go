@@ -1,0 +1,194 @@
+package e2etest
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flatline-dev/flatline/dispatch"
+)
+
+// Delivery is what a test promises about duplicates.
+type Delivery int
+
+const (
+	// ExactlyOnce: every silent device gets exactly one timeout.
+	ExactlyOnce Delivery = iota
+	// AtLeastOnce: a crash may repeat a timeout; every repeat carries the
+	// original's event_id.
+	AtLeastOnce
+)
+
+// Want is what a fleet test expects of the timeouts: the timeout every
+// device has, the shard count the events may name (the largest layout of
+// the test), and whether a timeout may repeat.
+type Want struct {
+	Timeout  time.Duration
+	Shards   int
+	Delivery Delivery
+}
+
+// Verdict is what a test observed about the timeouts topic.
+type Verdict struct {
+	Timeouts   int // timeout events read
+	Silent     int // silent devices
+	Fired      int // silent devices with at least one timeout
+	Duplicates int // timeout events beyond the first of a device
+	DupDevices int // devices with a duplicate
+
+	// Late holds, per silent device that fired, the time from its deadline
+	// to the collector reading its first timeout.
+	Late []time.Duration
+	// Rounds and MaxLag describe the fleet: rounds acknowledged, and the
+	// longest time from a heartbeat to the acknowledgement of the next.
+	Rounds int
+	MaxLag time.Duration
+	// AllFired is when the last silent device was seen to fire (set by
+	// Finish).
+	AllFired time.Time
+}
+
+func (v Verdict) String() string {
+	return fmt.Sprintf("%d timeout events; %d of %d silent devices fired; %d duplicates over %d devices",
+		v.Timeouts, v.Fired, v.Silent, v.Duplicates, v.DupDevices)
+}
+
+// Verdict checks SPEC §3 on the events c read, once the fleet and the
+// instances have stopped and c was drained: every silent device got a
+// timeout (exactly one for ExactlyOnce) for its last acknowledged heartbeat,
+// with every field right, and every duplicate carries the original's
+// event_id; no live device and no unknown device got one; nothing came
+// back, so there is no recovered event.
+//
+// A fleet that could not keep its own rhythm (a starved machine) fails the
+// test as such rather than blaming flatline.
+func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
+	t.Helper()
+	timeout, shards := w.Timeout, w.Shards
+	f.mu.Lock()
+	err := f.err
+	v := Verdict{Rounds: f.rounds, MaxLag: f.maxLag}
+	f.mu.Unlock()
+	if err != nil {
+		t.Fatalf("fleet: produce heartbeats: %v", err)
+	}
+	if v.MaxLag >= timeout {
+		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v)", v.MaxLag, timeout)
+	}
+	last := f.LastBeats()
+	got := c.ByDevice()
+	var liveFired []string
+	for i, id := range f.IDs {
+		evs := got[id]
+		v.Timeouts += len(evs)
+		if f.silentAt[i].IsZero() {
+			if len(evs) > 0 {
+				liveFired = append(liveFired, fmt.Sprintf("%s (%d timeouts, first %+v)", id, len(evs), evs[0].Ev))
+			}
+			continue
+		}
+		v.Silent++
+		lastMs := last[id]
+		if len(evs) == 0 {
+			t.Errorf("silent device %s (last heartbeat %d) got no timeout", id, lastMs)
+			continue
+		}
+		v.Fired++
+		first := evs[0].Ev
+		for k, r := range evs {
+			ev := r.Ev
+			if ev.Type != dispatch.TypeTimeout {
+				t.Errorf("%s: unexpected %s event %+v", id, ev.Type, ev)
+				continue
+			}
+			if r.Key != id {
+				t.Errorf("%s: event under Kafka key %q", id, r.Key)
+			}
+			if ev.LastSeenMs != lastMs || ev.DeadlineMs != lastMs+timeout.Milliseconds() || ev.TimeoutMs != timeout.Milliseconds() {
+				t.Errorf("%s: last_seen %d deadline %d timeout %d, want its last heartbeat %d + %v",
+					id, ev.LastSeenMs, ev.DeadlineMs, ev.TimeoutMs, lastMs, timeout)
+			}
+			if ev.EventID != id+"/"+strconv.FormatInt(ev.DeadlineMs, 10) {
+				t.Errorf("%s: event_id %q", id, ev.EventID)
+			}
+			if ev.DetectedAtMs < ev.DeadlineMs {
+				t.Errorf("%s: detected at %d, before its deadline %d", id, ev.DetectedAtMs, ev.DeadlineMs)
+			}
+			if ev.Shard < 0 || ev.Shard >= shards {
+				t.Errorf("%s: shard %d of %d", id, ev.Shard, shards)
+			}
+			if k > 0 {
+				v.Duplicates++
+				if ev.EventID != first.EventID {
+					t.Errorf("%s: duplicate timeout with event_id %q, the original has %q", id, ev.EventID, first.EventID)
+				}
+			}
+		}
+		v.Late = append(v.Late, evs[0].At.Sub(time.UnixMilli(first.DeadlineMs)))
+		if len(evs) > 1 {
+			v.DupDevices++
+			if w.Delivery == ExactlyOnce {
+				var desc []string
+				for _, e := range evs {
+					desc = append(desc, fmt.Sprintf("{deadline %d shard %d detected %d}", e.Ev.DeadlineMs, e.Ev.Shard, e.Ev.DetectedAtMs))
+				}
+				t.Errorf("silent device %s got %d timeouts, want exactly 1: %v", id, len(evs), desc)
+			}
+		}
+	}
+	known := make(map[string]bool, len(f.IDs))
+	for _, id := range f.IDs {
+		known[id] = true
+	}
+	for id, evs := range got {
+		if !known[id] {
+			t.Errorf("event for unknown device %q: %+v", id, evs[0].Ev)
+		}
+	}
+	if len(liveFired) > 0 {
+		slices.Sort(liveFired)
+		t.Errorf("%d live devices got a timeout, e.g. %s", len(liveFired), strings.Join(liveFired[:min(5, len(liveFired))], "; "))
+	}
+	return v
+}
+
+// Finish ends a fleet test whose instances run in process: it waits up to
+// wait for every silent device's timeout (failing at once if an instance
+// stopped on its own), keeps the fleet beating 1.5 s more so that late
+// duplicates and false timeouts show, stops the instances (before the
+// fleet, or every device would time out), then the fleet, reads c to the
+// topic's end and returns the Verdict.
+func (f *Fleet) Finish(t testing.TB, c *Collector, wait time.Duration, w Want, insts ...*Instance) Verdict {
+	t.Helper()
+	Eventually(t, wait, "a timeout for every silent device", func() bool {
+		for _, in := range insts {
+			if in.Exited() {
+				t.Fatalf("flatline %s stopped on its own: %v", in.ID(), in.Err())
+			}
+		}
+		return f.Fired(c) == f.Silent()
+	})
+	allFired := time.Now()
+	time.Sleep(1500 * time.Millisecond) // the watch for duplicates and false timeouts
+	for _, in := range insts {
+		if err := in.Stop(); err != nil {
+			t.Errorf("flatline %s stopped with %v", in.ID(), err)
+		}
+	}
+	f.Stop()
+	c.Drain(t)
+	v := f.Verdict(t, c, w)
+	v.AllFired = allFired
+	return v
+}
+
+// Percentile of sorted durations.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[int(p*float64(len(sorted)-1))]
+}

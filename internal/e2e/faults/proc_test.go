@@ -1,0 +1,180 @@
+package faults_test
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/internal/testenv"
+)
+
+// binDir holds the flatline binary built once per test run (TestMain removes it).
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "flatline-faults-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// flatlineBinary builds ./cmd/flatline (without -race: the child is the
+// system under test, not the test) once per test run and returns its path.
+func flatlineBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(binDir, "flatline")
+	buildOnce.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+		}
+		start := time.Now()
+		cmd := exec.Command(goTool, "build", "-o", bin, "github.com/flatline-dev/flatline/cmd/flatline")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/flatline: %v\n%s", err, out)
+			return
+		}
+		t.Logf("built %s in %v", bin, time.Since(start).Round(time.Millisecond))
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bin
+}
+
+// serveEnv is the environment of a `flatline serve` child on cfg's Redis
+// and Kafka, with cfg's key prefix and consumer group, HTTP off and info
+// logs; vars add to it or override it.
+func serveEnv(cfg configs.Config, vars map[string]string) []string {
+	all := map[string]string{
+		"FLATLINE_REDIS_ADDRS":      strings.Join(cfg.Redis.Addrs, ","),
+		"FLATLINE_REDIS_KEY_PREFIX": cfg.Redis.KeyPrefix,
+		"FLATLINE_KAFKA_BROKERS":    strings.Join(cfg.Kafka.Brokers, ","),
+		"FLATLINE_KAFKA_GROUP_ID":   cfg.Kafka.GroupID,
+		"FLATLINE_HTTP_ADDR":        "",
+		"FLATLINE_LOG_LEVEL":        "info",
+	}
+	maps.Copy(all, vars)
+	return childEnv(all)
+}
+
+// childEnv is the test's environment without any FLATLINE_* variable (so a
+// developer's settings cannot leak in), plus vars.
+func childEnv(vars map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "FLATLINE_") || strings.HasPrefix(kv, "GODEBUG=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+vars[k])
+	}
+	return env
+}
+
+// proc is one run of a child flatline process.
+type proc struct {
+	cmd   *exec.Cmd
+	done  chan struct{}
+	state *os.ProcessState // set before done closes
+}
+
+// startProc starts bin with args and env, its stdout and stderr going to
+// logs. It is killed in t.Cleanup if still running.
+func startProc(t *testing.T, bin string, env []string, logs *e2etest.LogBuffer, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = testenv.ChildProcAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		p.state = cmd.ProcessState
+		close(p.done)
+	}()
+	t.Cleanup(p.kill)
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// exited reports whether the process has exited.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// terminate sends SIGTERM and returns the exit code, or -1 if the process
+// had to be killed after timeout.
+func (p *proc) terminate(timeout time.Duration) int {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.state.ExitCode()
+	case <-time.After(timeout):
+		p.kill()
+		return -1
+	}
+}
+
+var httpAddrRE = regexp.MustCompile(`msg="http listening".* addr=(\S+)`)
+
+// httpAddrOf watches logs for the address a child's HTTP server bound.
+func httpAddrOf(logs *e2etest.LogBuffer) <-chan string {
+	ch := make(chan string, 16)
+	logs.Watch(func(line string) {
+		if m := httpAddrRE.FindStringSubmatch(line); m != nil {
+			select {
+			case ch <- m[1]:
+			default:
+			}
+		}
+	})
+	return ch
+}
