@@ -27,13 +27,6 @@ func (s *Store) RegisterInstance(ctx context.Context, id string, nowMs, staleBef
 	return live, nil
 }
 
-// Heartbeat is RegisterInstance.
-//
-// Deprecated: use RegisterInstance; "heartbeat" is what devices send.
-func (s *Store) Heartbeat(ctx context.Context, id string, nowMs, staleBeforeMs int64) ([]string, error) {
-	return s.RegisterInstance(ctx, id, nowMs, staleBeforeMs)
-}
-
 // DeregisterInstance removes instance id from the live set.
 func (s *Store) DeregisterInstance(ctx context.Context, id string) error {
 	return s.rdb.ZRem(ctx, s.keys.Instances(), id).Err()

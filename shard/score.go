@@ -57,11 +57,6 @@ func DecodeScore(score float64) (deadlineMs int64, m Meta) {
 	return v>>MetaBits + Epoch, Meta(v & metaMask)
 }
 
-// Decode is DecodeScore.
-//
-// Deprecated: use DecodeScore, which does not read as a message decoder.
-func Decode(score float64) (deadlineMs int64, m Meta) { return DecodeScore(score) }
-
 // MaxScore is the largest score whose deadline is at or before t (Unix ms).
 func MaxScore(t int64) float64 {
 	if t < Epoch {

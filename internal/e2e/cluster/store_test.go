@@ -421,10 +421,10 @@ func TestStoreOnCluster(t *testing.T) {
 		}
 
 		nowMs := time.Now().UnixMilli()
-		if _, err := store.Heartbeat(ctx, "old", nowMs-60_000, 0); err != nil {
+		if _, err := store.RegisterInstance(ctx, "old", nowMs-60_000, 0); err != nil {
 			t.Fatal(err)
 		}
-		live, err := store.Heartbeat(ctx, "A", nowMs, nowMs-10_000)
+		live, err := store.RegisterInstance(ctx, "A", nowMs, nowMs-10_000)
 		if err != nil || !slices.Equal(live, []string{"A"}) {
 			t.Fatalf("live instances %v err %v", live, err)
 		}

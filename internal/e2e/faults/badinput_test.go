@@ -378,7 +378,7 @@ func TestBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, _ := shard.Decode(score)
+		d, _ := shard.DecodeScore(score)
 		return d, ok
 	}
 	checked := 0

@@ -78,7 +78,7 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 				if err != nil || !ok {
 					t.Fatalf("%s not tracked", id)
 				}
-				_, meta := shard.Decode(score)
+				_, meta := shard.DecodeScore(score)
 				o, err := inst.Store.Overrides(context.Background(), i, []string{id})
 				if err != nil {
 					t.Fatal(err)

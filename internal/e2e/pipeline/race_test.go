@@ -71,7 +71,7 @@ func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 	if timeout.Ev.DeviceID != id || timeout.Ev.Type != "timeout" {
 		t.Fatalf("unexpected event %+v", timeout.Ev)
 	}
-	resetDeadline, _ := shard.Decode(reset)
+	resetDeadline, _ := shard.DecodeScore(reset)
 	r, ok := events.Next(10 * time.Second)
 	if !ok {
 		t.Fatal("no recovered event for the reset that raced the timeout")
