@@ -17,7 +17,17 @@ type Config struct {
 	MinBytes int
 	// MaxBytes bounds the whole response. The broker returns at least one
 	// batch even when it is larger, so a big batch never stalls a
-	// partition. Default: 4 MiB.
+	// partition.
+	//
+	// It also bounds the heap a fetch holds, which is not MaxBytes: kafka-go
+	// decodes the whole answer before returning it and gives every batch
+	// its own 64 KiB pages (pooled), held until the batch's records are
+	// read. An answer of n batches holds about n × 64 KiB — 2000
+	// single-record batches (350 KB on the wire) hold 126 MB. Producers
+	// that send a batch per heartbeat are the worst case (a batch of one
+	// record is ~100-200 bytes: 64 KiB here allow ~400 of them, ~25 MiB),
+	// while batching producers lose nothing: a batch of any size still
+	// comes whole. Default: 64 KiB.
 	MaxBytes int
 	// PartitionMaxBytes bounds the partition's share of the response; 0
 	// means MaxBytes. Default: 0.
@@ -33,7 +43,7 @@ func DefaultConfig() Config {
 	return Config{
 		MaxWait:  250 * time.Millisecond,
 		MinBytes: 1,
-		MaxBytes: 4 << 20,
+		MaxBytes: 64 << 10,
 		Grace:    2 * time.Second,
 	}
 }
