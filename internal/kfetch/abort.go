@@ -3,8 +3,6 @@ package kfetch
 import (
 	"cmp"
 	"slices"
-
-	"github.com/segmentio/kafka-go/protocol/fetch"
 )
 
 // abortedTxn is one aborted transaction a fetch response announced.
@@ -27,15 +25,18 @@ type abortedTxn struct {
 // so that a Result reuses it across fetches.
 type abortedTxns []abortedTxn
 
-func (a *abortedTxns) reset(from []fetch.ResponseTransaction) {
-	s := (*a)[:0]
-	for _, t := range from {
-		s = append(s, abortedTxn{producerID: t.ProducerID, firstOffset: t.FirstOffset})
-	}
-	slices.SortFunc(s, func(x, y abortedTxn) int {
+func (a *abortedTxns) clear() { *a = (*a)[:0] }
+
+func (a *abortedTxns) add(producerID, firstOffset int64) {
+	*a = append(*a, abortedTxn{producerID: producerID, firstOffset: firstOffset})
+}
+
+// sort readies the list for aborted and closeAt, once every transaction of
+// the answer is added.
+func (a abortedTxns) sort() {
+	slices.SortFunc(a, func(x, y abortedTxn) int {
 		return cmp.Or(cmp.Compare(x.producerID, y.producerID), cmp.Compare(x.firstOffset, y.firstOffset))
 	})
-	*a = s
 }
 
 // open returns the index of the producer's earliest aborted transaction not

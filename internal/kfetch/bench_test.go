@@ -42,8 +42,9 @@ func serveBroker(topic string) {
 }
 
 // benchBroker starts the broker process and fills partition 0 of topic with
-// n heartbeat-like records, perBatch to a produce call (a batch).
-func benchBroker(b *testing.B, topic string, n, perBatch int) (addr string) {
+// n heartbeat-like records, perBatch to a produce call (a batch),
+// compressed with codec.
+func benchBroker(b *testing.B, topic string, n, perBatch int, codec kgo.CompressionCodec) (addr string) {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), brokerEnv+"="+topic)
@@ -67,7 +68,7 @@ func benchBroker(b *testing.B, topic string, n, perBatch int) (addr string) {
 	addr = strings.TrimSpace(line)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(codec))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,16 +107,25 @@ func allocsPerRecord(b *testing.B, read func() int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
 }
 
-// Reading a partition to its end with a Fetcher (one Result reused) and
-// with Conn.ReadBatchWith + Batch.ReadMessage, as ingest did, on the same
-// records and with the same MaxBytes. Keys are 13 bytes, values ~50.
+// Reading a partition to its end with a Fetcher and a Conn (one Result
+// reused) and with kafka-go's Conn.ReadBatchWith + Batch.ReadMessage, as
+// ingest did, on the same records and with the same MaxBytes. Keys are 13
+// bytes, values ~50.
 func BenchmarkReadPartition(b *testing.B) {
 	cfg := DefaultConfig()
-	for _, tc := range []struct{ records, perBatch int }{{20_000, 1000}, {20_000, 10}, {4_000, 1}} {
+	for _, tc := range []struct {
+		records, perBatch int
+		codec             kgo.CompressionCodec
+	}{
+		{20_000, 1000, kgo.NoCompression()},
+		{20_000, 10, kgo.NoCompression()},
+		{4_000, 1, kgo.NoCompression()},
+		{20_000, 100, kgo.ZstdCompression()},
+	} {
 		topic := "bench"
-		addr := benchBroker(b, topic, tc.records, tc.perBatch)
+		addr := benchBroker(b, topic, tc.records, tc.perBatch, tc.codec)
 		end := int64(tc.records)
-		b.Run(fmt.Sprintf("kfetch/batch=%d", tc.perBatch), func(b *testing.B) {
+		b.Run(fmt.Sprintf("Fetcher/batch=%d%s", tc.perBatch, codecName(tc.codec)), func(b *testing.B) {
 			tr := &kafka.Transport{}
 			defer tr.CloseIdleConnections()
 			f, err := New(&kafka.Client{Addr: kafka.TCP(addr), Transport: tr}, cfg)
@@ -136,7 +146,25 @@ func BenchmarkReadPartition(b *testing.B) {
 			})
 			b.ReportMetric(heap, "answer-heap-B") // after allocsPerRecord: ResetTimer drops metrics
 		})
-		b.Run(fmt.Sprintf("ReadBatchWith/batch=%d", tc.perBatch), func(b *testing.B) {
+		b.Run(fmt.Sprintf("Conn/batch=%d%s", tc.perBatch, codecName(tc.codec)), func(b *testing.B) {
+			c, err := Dial(context.Background(), &kafka.Dialer{}, addr, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			res := new(Result)
+			allocsPerRecord(b, func() int {
+				n := 0
+				for off := int64(0); off < end; off = res.NextOffset {
+					if err := c.Fetch(context.Background(), topic, 0, off, res); err != nil {
+						b.Fatal(err)
+					}
+					n += len(res.Records)
+				}
+				return n
+			})
+		})
+		b.Run(fmt.Sprintf("ReadBatchWith/batch=%d%s", tc.perBatch, codecName(tc.codec)), func(b *testing.B) {
 			conn, err := kafka.DialLeader(context.Background(), "tcp", addr, topic, 0)
 			if err != nil {
 				b.Fatal(err)
@@ -181,4 +209,11 @@ func answerHeap(b *testing.B, tr *kafka.Transport, addr string, req kafka.Reques
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(m)
 	return float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+}
+
+func codecName(c kgo.CompressionCodec) string {
+	if c == kgo.ZstdCompression() {
+		return "/zstd"
+	}
+	return ""
 }

@@ -19,15 +19,16 @@ type Config struct {
 	// batch even when it is larger, so a big batch never stalls a
 	// partition.
 	//
-	// It also bounds the heap a fetch holds, which is not MaxBytes: kafka-go
-	// decodes the whole answer before returning it and gives every batch
-	// its own 64 KiB pages (pooled), held until the batch's records are
-	// read. An answer of n batches holds about n × 64 KiB — 2000
-	// single-record batches (350 KB on the wire) hold 126 MB. Producers
-	// that send a batch per heartbeat are the worst case (a batch of one
-	// record is ~100-200 bytes: 64 KiB here allow ~400 of them, ~25 MiB),
-	// while batching producers lose nothing: a batch of any size still
-	// comes whole. Default: 64 KiB.
+	// Through Fetcher it also bounds the heap a fetch holds, which is far
+	// more than MaxBytes: kafka-go decodes the whole answer before
+	// returning it and gives every batch its own 64 KiB pages (pooled),
+	// held until the batch's records are read. An answer of n batches
+	// holds about n × 64 KiB. Producers that send a batch per heartbeat
+	// are the worst case: a one-record batch is ~100-200 bytes, so 64 KiB
+	// of them hold ~25-40 MiB. Batching producers lose nothing to a small
+	// MaxBytes, as a batch of any size still comes whole. A Conn holds
+	// only the answer and its decompressed batches and can take 1 MiB or
+	// more. Default: 64 KiB.
 	MaxBytes int
 	// PartitionMaxBytes bounds the partition's share of the response; 0
 	// means MaxBytes. Default: 0.

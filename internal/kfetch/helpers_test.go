@@ -42,6 +42,22 @@ func (r *rig) fetcher(t *testing.T, cfg Config) *Fetcher {
 	return f
 }
 
+// fetcher is what Fetcher and Conn both offer.
+type fetcher interface {
+	Fetch(ctx context.Context, topic string, partition int, offset int64, res *Result) error
+}
+
+// paths are a Fetcher and a Conn to the (single) broker, both with cfg.
+func (r *rig) paths(t *testing.T, cfg Config) map[string]fetcher {
+	t.Helper()
+	c, err := Dial(context.Background(), &kafka.Dialer{Timeout: 10 * time.Second}, r.brokers()[0], cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return map[string]fetcher{"Fetcher": r.fetcher(t, cfg), "Conn": c}
+}
+
 // producer is a kgo client writing to partition 0 of topic.
 func (r *rig) producer(t *testing.T, topic string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
@@ -85,7 +101,6 @@ type got struct {
 	Offset        int64
 	Key, Value    string
 	TimeMs        int64
-	Headers       string
 	LogAppendTime bool
 }
 
@@ -93,11 +108,7 @@ func (g got) String() string { return fmt.Sprintf("%d:%s", g.Offset, g.Value) }
 
 func copyRecords(dst []got, rs []Record) []got {
 	for _, r := range rs {
-		h := ""
-		for _, x := range r.Headers {
-			h += x.Key + "=" + string(x.Value) + ";"
-		}
-		dst = append(dst, got{r.Offset, string(r.Key), string(r.Value), r.Time.UnixMilli(), h, r.LogAppendTime})
+		dst = append(dst, got{r.Offset, string(r.Key), string(r.Value), r.Time.UnixMilli(), r.LogAppendTime})
 	}
 	return dst
 }
@@ -105,7 +116,7 @@ func copyRecords(dst []got, rs []Record) []got {
 // readToStable fetches from offset until the partition's last stable
 // offset, reusing one Result, and returns what came back and the last
 // Result.
-func readToStable(t *testing.T, f *Fetcher, topic string, offset int64) ([]got, *Result) {
+func readToStable(t *testing.T, f fetcher, topic string, offset int64) ([]got, *Result) {
 	t.Helper()
 	var out []got
 	res := new(Result)

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/fetch"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // A fetch below the log start (retention deleted the records) or past the
@@ -23,19 +26,23 @@ func TestOutOfRangeOffsetReturnsTheBoundsToResetTo(t *testing.T) {
 	produce(t, r.producer(t, topic), values("0", "1", "2", "3", "4", "5", "6", "7", "8", "9")...)
 	r.deleteRecords(t, topic, 4)
 
+	conn := r.paths(t, DefaultConfig())["Conn"]
 	for _, tc := range []struct {
 		name string
-		rt   kafka.RoundTripper
+		f    func(t *testing.T) fetcher
 	}{
-		{"offsets in the error answer (kfake)", r.tr},
-		{"offsets left out (Apache Kafka)", stripErrorOffsets{r.tr}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			f, err := New(&kafka.Client{Addr: kafka.TCP(r.brokers()...), Transport: tc.rt}, DefaultConfig())
+		{"Fetcher, offsets in the error answer (kfake)", func(t *testing.T) fetcher { return r.fetcher(t, DefaultConfig()) }},
+		{"Fetcher, offsets left out (Apache Kafka)", func(t *testing.T) fetcher {
+			f, err := New(&kafka.Client{Addr: kafka.TCP(r.brokers()...), Transport: stripErrorOffsets{r.tr}}, DefaultConfig())
 			if err != nil {
 				t.Fatal(err)
 			}
+			return f
+		}},
+		{"Conn", func(*testing.T) fetcher { return conn }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.f(t)
 			for _, at := range []int64{0, 3, 11, 1 << 40} {
 				res := &Result{Records: make([]Record, 3)}
 				err := f.Fetch(context.Background(), topic, 0, at, res)
@@ -78,23 +85,86 @@ func (s stripErrorOffsets) RoundTrip(ctx context.Context, addr net.Addr, req kaf
 	return m, err
 }
 
-// A partition the transport's cached metadata does not have fails as
-// UnknownTopicOrPartition, as the broker's own answer would, so that a
+// Conn asks for the log bounds itself when the broker leaves them out of an
+// OffsetOutOfRange answer (kfake does not, so this asks directly).
+func TestConnAsksForTheLogBounds(t *testing.T) {
+	t.Parallel()
+	const topic = "signals"
+	r := newRig(t, topic)
+	produce(t, r.producer(t, topic), values("0", "1", "2", "3", "4", "5")...)
+	r.deleteRecords(t, topic, 2)
+	c := r.paths(t, DefaultConfig())["Conn"].(*Conn)
+	res := new(Result)
+	res.reset(0)
+	if err := c.bounds(context.Background(), topic, 0, res); err != nil || res.LogStartOffset != 2 || res.LastStableOffset != 6 {
+		t.Errorf("bounds: %v, log start %d, LSO %d; want 2, 6", err, res.LogStartOffset, res.LastStableOffset)
+	}
+	if err := c.Fetch(context.Background(), topic, 0, 2, res); err != nil || len(res.Records) != 4 {
+		t.Errorf("fetch after asking: %v, %d records; want the connection usable, 4 records", err, len(res.Records))
+	}
+}
+
+// A partition that does not exist fails as UnknownTopicOrPartition on both
+// paths: from the broker's answer (Conn) or from the transport's cached
+// metadata (Fetcher, which keeps kafka-go's routing error too), so that a
 // caller handles both alike.
 func TestUnknownPartitionIsUnknownTopicOrPartition(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, "signals")
-	f := r.fetcher(t, DefaultConfig())
-	for _, tc := range []struct {
-		topic     string
-		partition int
-	}{{"signals", 7}, {"no-such-topic", 0}} {
-		err := f.Fetch(context.Background(), tc.topic, tc.partition, 0, new(Result))
-		if !errors.Is(err, kafka.UnknownTopicOrPartition) {
-			t.Errorf("fetch %s/%d: %v, want UnknownTopicOrPartition", tc.topic, tc.partition, err)
+	for name, f := range r.paths(t, DefaultConfig()) {
+		for _, tc := range []struct {
+			topic     string
+			partition int
+		}{{"signals", 7}, {"no-such-topic", 0}} {
+			err := f.Fetch(context.Background(), tc.topic, tc.partition, 0, new(Result))
+			if !errors.Is(err, kafka.UnknownTopicOrPartition) {
+				t.Errorf("%s: fetch %s/%d: %v, want UnknownTopicOrPartition", name, tc.topic, tc.partition, err)
+			}
+			if name == "Fetcher" && !errors.Is(err, protocol.ErrNoPartition) && !errors.Is(err, protocol.ErrNoTopic) {
+				t.Errorf("%s: fetch %s/%d: %v, want kafka-go's routing error kept", name, tc.topic, tc.partition, err)
+			}
 		}
-		if !errors.Is(err, protocol.ErrNoPartition) && !errors.Is(err, protocol.ErrNoTopic) {
-			t.Errorf("fetch %s/%d: %v, want kafka-go's routing error kept", tc.topic, tc.partition, err)
+	}
+}
+
+// A Conn to a broker that does not lead the partition gets
+// NotLeaderForPartition and stays usable; DialLeader, asking afresh, finds
+// the leader.
+func TestConnToAFollowerIsToldNotLeader(t *testing.T) {
+	t.Parallel()
+	const topic = "signals"
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	d := &kafka.Dialer{Timeout: 10 * time.Second}
+	leader, err := d.LookupLeader(ctx, "tcp", c.ListenAddrs()[0], topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := c.ListenAddrs()[0]
+	if other == net.JoinHostPort(leader.Host, strconv.Itoa(leader.Port)) {
+		other = c.ListenAddrs()[1]
+	}
+	follower, err := Dial(ctx, d, other, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Close()
+	res := new(Result)
+	for range 2 {
+		if err := follower.Fetch(ctx, topic, 0, 0, res); !errors.Is(err, kafka.NotLeaderForPartition) {
+			t.Fatalf("fetch from a follower: %v, want NotLeaderForPartition", err)
 		}
+	}
+	lc, err := DialLeader(ctx, d, c.ListenAddrs(), topic, 0, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	if err := lc.Fetch(ctx, topic, 0, 0, res); err != nil {
+		t.Errorf("fetch from the leader DialLeader found: %v", err)
 	}
 }

@@ -28,12 +28,6 @@ type rawRecord struct {
 	key, value  []byte
 }
 
-const (
-	attrTransactional = 0x10
-	attrControl       = 0x20
-	attrLogAppendTime = 0x08
-)
-
 // marker is a control record: COMMIT (typ 1) or ABORT (typ 0).
 func marker(typ int16) rawRecord {
 	k := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(typ))
@@ -78,19 +72,80 @@ func appendVarBytes(dst, b []byte) []byte {
 	return append(binary.AppendVarint(dst, int64(len(b))), b...)
 }
 
-// partitionOf is a fetch answer for one partition holding batches, decoded
-// by kafka-go's protocol package as a fetch response's record set is.
-func partitionOf(t *testing.T, aborted []fetch.ResponseTransaction, batches ...rawBatch) *fetch.ResponsePartition {
-	t.Helper()
+// answer is one partition's part of a fetch answer, built by hand.
+type answer struct {
+	aborted []fetch.ResponseTransaction
+	batches []rawBatch
+	tail    []byte // appended after the batches: a batch cut off
+}
+
+func (a answer) recordSet() []byte {
 	var set []byte
-	for _, b := range batches {
+	for _, b := range a.batches {
 		set = b.appendTo(set)
 	}
-	buf := bytes.NewBuffer(binary.BigEndian.AppendUint32(nil, uint32(len(set))))
-	buf.Write(set)
-	p := &fetch.ResponsePartition{HighWatermark: 1000, LastStableOffset: 1000, AbortedTransactions: aborted}
-	if _, err := p.RecordSet.ReadFrom(buf); err != nil {
-		t.Fatalf("kafka-go reads the record set: %v", err)
+	return append(set, a.tail...)
+}
+
+// decoder decodes an answer to a fetch at offset into a Result, as one of
+// the two paths does.
+type decoder func(t *testing.T, a answer, offset int64) *Result
+
+var decoders = map[string]decoder{
+	// Fetcher: kafka-go's protocol package reads the record set.
+	"Fetcher": func(t *testing.T, a answer, offset int64) *Result {
+		t.Helper()
+		set := a.recordSet()
+		buf := bytes.NewBuffer(binary.BigEndian.AppendUint32(nil, uint32(len(set))))
+		buf.Write(set)
+		p := &fetch.ResponsePartition{HighWatermark: 1000, LastStableOffset: 1000, AbortedTransactions: a.aborted}
+		if _, err := p.RecordSet.ReadFrom(buf); err != nil {
+			t.Fatalf("kafka-go reads the record set: %v", err)
+		}
+		res := new(Result)
+		res.reset(offset)
+		if err := res.decode(p, offset); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	},
+	// Conn: the whole Fetch v11 answer, parsed by wire.go.
+	"Conn": func(t *testing.T, a answer, offset int64) *Result {
+		t.Helper()
+		res := new(Result)
+		res.reset(offset)
+		res.raw = fetchAnswerV11("t", 0, a)
+		code, err := res.parseFetch(11, "t", 0, offset)
+		if err != nil || code != 0 {
+			t.Fatalf("parse: %v, partition error %v", err, code)
+		}
+		return res
+	},
+}
+
+// fetchAnswerV11 is the body of a Fetch v11 answer (after the correlation
+// ID) for one partition.
+func fetchAnswerV11(topic string, partition int32, a answer) []byte {
+	be := binary.BigEndian
+	b := be.AppendUint32(nil, 0) // throttle
+	b = be.AppendUint16(b, 0)    // error code
+	b = be.AppendUint32(b, 0)    // session ID
+	b = be.AppendUint32(b, 1)    // topics
+	b = be.AppendUint16(b, uint16(len(topic)))
+	b = append(b, topic...)
+	b = be.AppendUint32(b, 1) // partitions
+	b = be.AppendUint32(b, uint32(partition))
+	b = be.AppendUint16(b, 0)    // error code
+	b = be.AppendUint64(b, 1000) // high-water mark
+	b = be.AppendUint64(b, 1000) // last stable offset
+	b = be.AppendUint64(b, 0)    // log start
+	b = be.AppendUint32(b, uint32(len(a.aborted)))
+	for _, t := range a.aborted {
+		b = be.AppendUint64(b, uint64(t.ProducerID))
+		b = be.AppendUint64(b, uint64(t.FirstOffset))
 	}
-	return p
+	b = be.AppendUint32(b, 0xffffffff) // preferred read replica: -1
+	set := a.recordSet()
+	b = be.AppendUint32(b, uint32(len(set)))
+	return append(b, set...)
 }

@@ -15,25 +15,26 @@ import (
 //
 // kfake stamps append time only into a batch that arrives with attribute
 // bit 3 already set, and then rewrites its first and max timestamps without
-// recomputing the batch's CRC, so kafka-go rejects that batch ("crc32
-// checksum mismatch") and it cannot be read here at all. The Apache Kafka
-// shape of a LogAppendTime batch is covered by
-// TestLogAppendTimeRecordsCarryTheProducersTimeThroughKafkaGo.
+// recomputing the batch's CRC, so both paths reject that batch (CRC
+// mismatch) and it cannot be read here at all. The Apache Kafka shape of a
+// LogAppendTime batch is covered by
+// TestLogAppendTimeRecordsGetTheAppendTimeOnlyThroughConn.
 func TestLogAppendTimeTopicOnKfakeReturnsTheProducersTime(t *testing.T) {
 	t.Parallel()
 	const topic = "by-config"
 	r := newRig(t)
 	r.createTopic(t, topic, map[string]string{"message.timestamp.type": "LogAppendTime"})
-	f := r.fetcher(t, DefaultConfig())
 	created := time.UnixMilli(time.Now().Add(-time.Hour).UnixMilli())
 	produce(t, r.producer(t, topic), &kgo.Record{Value: []byte("a"), Timestamp: created})
 
 	attrs := r.batchAttrs(t, topic)
-	if len(attrs) != 1 || attrs[0]&logAppendTime != 0 {
+	if len(attrs) != 1 || attrs[0]&attrLogAppendTime != 0 {
 		t.Errorf("kfake stored batches with attributes %v, want one without LogAppendTime", attrs)
 	}
-	recs, _ := readToStable(t, f, topic, 0)
-	if len(recs) != 1 || recs[0].LogAppendTime || recs[0].TimeMs != created.UnixMilli() {
-		t.Errorf("read %+v; want one record, LogAppendTime false, time %d (the producer's)", recs, created.UnixMilli())
+	for name, f := range r.paths(t, DefaultConfig()) {
+		recs, _ := readToStable(t, f, topic, 0)
+		if len(recs) != 1 || recs[0].LogAppendTime || recs[0].TimeMs != created.UnixMilli() {
+			t.Errorf("%s read %+v; want one record, LogAppendTime false, time %d (the producer's)", name, recs, created.UnixMilli())
+		}
 	}
 }

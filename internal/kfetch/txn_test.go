@@ -54,7 +54,7 @@ func TestReadCommittedReturnsExactlyTheCommittedRecords(t *testing.T) {
 			r := newRig(t, topic)
 			cfg := DefaultConfig()
 			tc.cfg(&cfg)
-			f := r.fetcher(t, cfg)
+			paths := r.paths(t, cfg)
 			plain := r.producer(t, topic)
 			txA := r.producer(t, topic, kgo.TransactionalID("a-"+t.Name()))
 			txB := r.producer(t, topic, kgo.TransactionalID("b-"+t.Name()))
@@ -96,12 +96,16 @@ func TestReadCommittedReturnsExactlyTheCommittedRecords(t *testing.T) {
 			end(abort) // the log ends with an abort marker
 
 			want := []string{"p0", "c1-a", "p1", "c1-b", "p2", "p3", "c4-a", "p4", "c4-b", "c5"}
-			recs, last := readToStable(t, f, topic, 0)
-			checkValues(t, recs, want)
 			hwm, lso := r.endOffsets(t, topic)
-			if lso != hwm || last.NextOffset != hwm || last.HighWatermark != hwm || last.LastStableOffset != lso {
-				t.Errorf("NextOffset %d, result HWM %d LSO %d; want all at the high-water mark %d (LSO %d)",
-					last.NextOffset, last.HighWatermark, last.LastStableOffset, hwm, lso)
+			next := map[string]int64{}
+			for name, f := range paths {
+				recs, last := readToStable(t, f, topic, 0)
+				checkValues(t, name, recs, want)
+				if lso != hwm || last.NextOffset != hwm || last.HighWatermark != hwm || last.LastStableOffset != lso {
+					t.Errorf("%s: NextOffset %d, result HWM %d LSO %d; want all at the high-water mark %d (LSO %d)",
+						name, last.NextOffset, last.HighWatermark, last.LastStableOffset, hwm, lso)
+				}
+				next[name] = last.NextOffset
 			}
 
 			// An open transaction holds the last stable offset at its
@@ -110,36 +114,41 @@ func TestReadCommittedReturnsExactlyTheCommittedRecords(t *testing.T) {
 			end = txn(t, txA)
 			put(txA, "c7")
 			put(plain, "p7")
-			more, last := readToStable(t, f, topic, last.NextOffset)
 			hwm, lso = r.endOffsets(t, topic)
-			if len(more) != 0 || last.NextOffset != lso || lso >= hwm {
-				t.Errorf("with a transaction open: read %v, NextOffset %d, LSO %d, HWM %d; want nothing, NextOffset at the LSO below the HWM",
-					more, last.NextOffset, lso, hwm)
+			for name, f := range paths {
+				more, last := readToStable(t, f, topic, next[name])
+				if len(more) != 0 || last.NextOffset != lso || lso >= hwm {
+					t.Errorf("%s with a transaction open: read %v, NextOffset %d, LSO %d, HWM %d; want nothing, NextOffset at the LSO below the HWM",
+						name, more, last.NextOffset, lso, hwm)
+				}
+				next[name] = last.NextOffset
 			}
 			end(commit)
-			more, last = readToStable(t, f, topic, last.NextOffset)
-			checkValues(t, more, []string{"c7", "p7"})
 			hwm, _ = r.endOffsets(t, topic)
-			if last.NextOffset != hwm {
-				t.Errorf("after the commit NextOffset %d, want the high-water mark %d", last.NextOffset, hwm)
+			for name, f := range paths {
+				more, last := readToStable(t, f, topic, next[name])
+				checkValues(t, name, more, []string{"c7", "p7"})
+				if last.NextOffset != hwm {
+					t.Errorf("%s after the commit: NextOffset %d, want the high-water mark %d", name, last.NextOffset, hwm)
+				}
 			}
 		})
 	}
 }
 
-func checkValues(t *testing.T, recs []got, want []string) {
+func checkValues(t *testing.T, path string, recs []got, want []string) {
 	t.Helper()
 	var vs []string
 	for i, r := range recs {
 		vs = append(vs, r.Value)
 		if r.Key != "k-"+r.Value {
-			t.Errorf("record %v has key %q", r, r.Key)
+			t.Errorf("%s: record %v has key %q", path, r, r.Key)
 		}
 		if i > 0 && r.Offset <= recs[i-1].Offset {
-			t.Errorf("offsets out of order: %v after %v", r, recs[i-1])
+			t.Errorf("%s: offsets out of order: %v after %v", path, r, recs[i-1])
 		}
 	}
 	if !slices.Equal(vs, want) {
-		t.Errorf("read %s\nwant %s", strings.Join(vs, " "), strings.Join(want, " "))
+		t.Errorf("%s read %s\nwant %s", path, strings.Join(vs, " "), strings.Join(want, " "))
 	}
 }

@@ -2,8 +2,10 @@ package kfetch
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -12,9 +14,10 @@ import (
 	"github.com/segmentio/kafka-go/protocol/fetch"
 )
 
-// Fetcher sends read_committed fetches for one partition at a time. It
-// holds no per-partition state and is safe for concurrent use; each caller
-// brings its own Result.
+// Fetcher sends read_committed fetches for one partition at a time through
+// a kafka.RoundTripper, which routes each to the partition's leader, and
+// filters kafka-go's decoding of the answer. It holds no per-partition
+// state and is safe for concurrent use; each caller brings its own Result.
 type Fetcher struct {
 	cfg    Config
 	addr   net.Addr
@@ -165,4 +168,133 @@ func (f *Fetcher) bounds(ctx context.Context, topic string, partition int, res *
 		}
 	}
 	return errors.New("list offsets: the answer leaves the partition out")
+}
+
+// decode fills r from the partition's answer to a fetch at offset.
+func (r *Result) decode(p *fetch.ResponsePartition, offset int64) error {
+	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = p.HighWatermark, p.LastStableOffset, p.LogStartOffset
+	for _, t := range p.AbortedTransactions {
+		r.aborted.add(t.ProducerID, t.FirstOffset)
+	}
+	r.aborted.sort()
+	switch rs := p.RecordSet.Records.(type) {
+	case nil:
+		return nil
+	case *protocol.RecordStream:
+		for _, b := range rs.Records {
+			if err := r.decodeBatch(b, offset); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		return r.decodeBatch(rs, offset)
+	}
+}
+
+func (r *Result) decodeBatch(b protocol.RecordReader, offset int64) error {
+	switch b := b.(type) {
+	case *protocol.RecordBatch:
+		// The offsets between the last record read and a batch's base
+		// were compacted away.
+		r.NextOffset = max(r.NextOffset, b.BaseOffset)
+		drop := b.Attributes.Transactional() && r.aborted.aborted(b.ProducerID, b.BaseOffset)
+		return r.readRecords(b.Records, offset, drop, b.Attributes&attrLogAppendTime != 0)
+	case *protocol.ControlBatch:
+		r.NextOffset = max(r.NextOffset, b.BaseOffset)
+		return r.readControl(b)
+	case *protocol.MessageSet:
+		// v0/v1 message sets predate transactions.
+		return r.readRecords(b.Records, offset, false, b.Attributes&attrLogAppendTime != 0)
+	default:
+		return r.readRecords(b, offset, false, false)
+	}
+}
+
+// readRecords reads every record of a batch, keeping those at or past
+// offset unless drop. It closes each key and value, which returns kafka-go's
+// page buffers to their pool once a batch's last reference is gone.
+func (r *Result) readRecords(rr protocol.RecordReader, offset int64, drop, lat bool) error {
+	for {
+		rec, err := rr.ReadRecord()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read record after offset %d: %w", r.NextOffset-1, err)
+		}
+		if !drop && rec.Offset >= offset {
+			key, err := r.copyOut(rec.Key)
+			if err != nil {
+				return fmt.Errorf("read key of offset %d: %w", rec.Offset, err)
+			}
+			value, err := r.copyOut(rec.Value)
+			if err != nil {
+				return fmt.Errorf("read value of offset %d: %w", rec.Offset, err)
+			}
+			r.Records = append(r.Records, Record{Offset: rec.Offset, Time: rec.Time, Key: key, Value: value, LogAppendTime: lat})
+		}
+		closeBytes(rec.Key)
+		closeBytes(rec.Value)
+		r.NextOffset = max(r.NextOffset, rec.Offset+1)
+	}
+}
+
+// readControl consumes a control batch. Its first ABORT marker closes the
+// producer's open aborted transaction; COMMIT markers (and any control type
+// a later Kafka adds) need nothing. Like the Java consumer and franz-go, it
+// acts on one marker per batch: a well-formed control batch holds one.
+func (r *Result) readControl(b *protocol.ControlBatch) error {
+	marked := false
+	for {
+		rec, err := b.Records.ReadRecord()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read control record after offset %d: %w", r.NextOffset-1, err)
+		}
+		if !marked && b.Attributes.Transactional() && rec.Key != nil && rec.Key.Len() >= len(r.ctlKey) {
+			if _, err := io.ReadFull(rec.Key, r.ctlKey[:]); err != nil {
+				return fmt.Errorf("read control record key of offset %d: %w", rec.Offset, err)
+			}
+			if binary.BigEndian.Uint16(r.ctlKey[2:]) == controlAbort {
+				r.aborted.closeAt(b.ProducerID, rec.Offset)
+				marked = true
+			}
+		}
+		closeBytes(rec.Key)
+		closeBytes(rec.Value)
+		r.NextOffset = max(r.NextOffset, rec.Offset+1)
+	}
+}
+
+// copyOut copies a key or value out of kafka-go's pooled pages, which are
+// reused once closed. When the buffer is full it starts a new one rather
+// than growing it: records already handed out keep pointing into the old,
+// and only the newest (the largest) is kept for the next fetch.
+func (r *Result) copyOut(b protocol.Bytes) ([]byte, error) {
+	if b == nil {
+		return nil, nil
+	}
+	n := b.Len()
+	if n == 0 {
+		return empty, nil
+	}
+	if cap(r.buf)-len(r.buf) < n {
+		r.buf = make([]byte, 0, max(2*cap(r.buf), n, minChunk))
+	}
+	start := len(r.buf)
+	r.buf = r.buf[:start+n]
+	dst := r.buf[start : start+n : start+n]
+	if _, err := io.ReadFull(b, dst); err != nil {
+		return nil, err
+	}
+	return dst, nil
+}
+
+func closeBytes(b protocol.Bytes) {
+	if b != nil {
+		_ = b.Close()
+	}
 }
