@@ -254,6 +254,10 @@ func cmpErr(errs ...error) error {
 	return nil
 }
 
+// maxInflated bounds one batch's decompressed records (brokers cap the
+// compressed size only).
+const maxInflated = 256 << 20
+
 // inflate returns a batch's records, decompressed into r.inflated when the
 // batch is compressed. When r.inflated is full it moves to a new, larger
 // buffer: records already taken keep pointing into the old one.
@@ -272,6 +276,9 @@ func (r *Result) inflate(attrs uint16, src []byte) ([]byte, error) {
 	start := len(r.inflated)
 	for {
 		if len(r.inflated) == cap(r.inflated) {
+			if len(r.inflated)-start >= maxInflated {
+				return nil, fmt.Errorf("%v: decompresses to more than %d bytes", c, maxInflated)
+			}
 			grown := make([]byte, len(r.inflated)-start, max(2*cap(r.inflated), 4*len(src), minChunk))
 			copy(grown, r.inflated[start:])
 			r.inflated, start = grown, 0
