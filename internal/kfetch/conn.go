@@ -83,6 +83,7 @@ func (c *Conn) Fetch(ctx context.Context, topic string, partition int, offset in
 	perr, err := res.parseFetch(c.fetchVersion, topic, partition, offset)
 	if err != nil {
 		// The answer was read whole, so the connection stays usable.
+		res.reset(offset)
 		return fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
 	}
 	if perr == 0 {

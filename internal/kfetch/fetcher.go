@@ -58,8 +58,8 @@ const isolationReadCommitted = int8(kafka.ReadCommitted)
 // or knows no leader for, returns an error wrapping both kafka-go's routing
 // error (protocol.ErrNoTopic, ErrNoPartition, ErrNoLeader) and
 // kafka.UnknownTopicOrPartition or kafka.LeaderNotAvailable. Other errors
-// (connection, timeout, a response that does not decode) leave res with
-// NextOffset == offset.
+// (connection, timeout, an answer that does not decode) leave res empty,
+// with NextOffset == offset.
 func (f *Fetcher) Fetch(ctx context.Context, topic string, partition int, offset int64, res *Result) error {
 	res.reset(offset)
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.MaxWait+f.cfg.Grace)
@@ -91,6 +91,7 @@ func (f *Fetcher) Fetch(ctx context.Context, topic string, partition int, offset
 		return fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, perr)
 	}
 	if err := res.decode(p, offset); err != nil {
+		res.reset(offset)
 		return fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
 	}
 	return nil
