@@ -82,7 +82,7 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 // failure before it leaves no listener behind).
 func (a *App) build(ctx context.Context, hooks Hooks) error {
 	cfg, log := a.cfg, a.log
-	if err := checkKafka(ctx, cfg); err != nil {
+	if err := checkKafkaAtStart(ctx, cfg, log); err != nil {
 		return err
 	}
 	policy, err := LoadPolicy(ctx, a.Store, cfg.Timeouts)

@@ -2,7 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,20 +46,125 @@ func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *
 
 // checkKafka asks the brokers for the signals and timeouts topics' metadata:
 // it fails when the brokers cannot be reached or refuse the credentials.
-// Start-up and /readyz both use it.
+// /readyz uses it; start-up asks more of the brokers (checkKafkaAtStart).
 func checkKafka(ctx context.Context, cfg configs.Config) error {
+	_, err := kafkaMetadata(ctx, cfg, []string{cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic})
+	return err
+}
+
+func kafkaMetadata(ctx context.Context, cfg configs.Config, topics []string) (*kafka.MetadataResponse, error) {
+	client, err := kafkaClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	md, err := client.Metadata(cctx, &kafka.MetadataRequest{Topics: topics})
+	if err != nil {
+		// The client's own prefix names a Go method, not the problem.
+		return nil, fmt.Errorf("kafka %v: %s", cfg.Kafka.Brokers, strings.TrimPrefix(err.Error(), "kafka.(*Client).Metadata: "))
+	}
+	return md, nil
+}
+
+func kafkaClient(cfg configs.Config) (*kafka.Client, error) {
 	tr, err := cfg.Kafka.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: tr, Timeout: connectTimeout}, nil
+}
+
+// checkKafkaAtStart refuses to start, with one line naming the problem, on
+// what would otherwise only show as an instance that idles or retries
+// forever behind a warning: a topic that does not exist (ingest would wait
+// for partitions, dispatch would retry every event), or a session timeout
+// the brokers refuse (every join of the consumer group would fail).
+func checkKafkaAtStart(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
+	need := []struct{ key, topic string }{
+		{"kafka.signals_topic", cfg.Kafka.SignalsTopic},
+		{"kafka.timeouts_topic", cfg.Kafka.TimeoutsTopic},
+	}
+	if cfg.Kafka.DeadLetterTopic != "" && slices.Contains(cfg.Roles, "ingest") {
+		need = append(need, struct{ key, topic string }{"kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic})
+	}
+	topics := make([]string, len(need))
+	for i, n := range need {
+		topics[i] = n.topic
+	}
+	md, err := kafkaMetadata(ctx, cfg, topics)
 	if err != nil {
 		return err
 	}
-	client := &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: tr, Timeout: connectTimeout}
-	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	if _, err := client.Metadata(cctx, &kafka.MetadataRequest{Topics: []string{cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic}}); err != nil {
-		// The client's own prefix names a Go method, not the problem.
-		return fmt.Errorf("kafka %v: %s", cfg.Kafka.Brokers, strings.TrimPrefix(err.Error(), "kafka.(*Client).Metadata: "))
+	for _, n := range need {
+		for _, t := range md.Topics {
+			if t.Name != n.topic || t.Error == nil {
+				continue
+			}
+			if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+				return fmt.Errorf("kafka: topic %q (%s) does not exist: create it, or name an existing topic", n.topic, n.key)
+			}
+			return fmt.Errorf("kafka: topic %q (%s): %v", n.topic, n.key, t.Error)
+		}
+	}
+	if !slices.Contains(cfg.Roles, "ingest") {
+		return nil // only the consumer group has a session
+	}
+	lo, hi, err := sessionBounds(ctx, cfg, md)
+	if err != nil {
+		// Reading broker configs may be denied (DescribeConfigs ACL):
+		// then the brokers' own refusal is what the operator sees.
+		log.Warn("cannot read the brokers' session timeout bounds; kafka.session_timeout not checked", "err", err)
+		return nil
+	}
+	if st := cfg.Kafka.SessionTimeout; st < lo || st > hi {
+		return fmt.Errorf("kafka.session_timeout: %v is outside the brokers' group.min.session.timeout.ms and group.max.session.timeout.ms [%v, %v]", st, lo, hi)
 	}
 	return nil
+}
+
+// sessionBounds reads group.min/max.session.timeout.ms of one broker (they
+// are cluster-wide settings in practice).
+func sessionBounds(ctx context.Context, cfg configs.Config, md *kafka.MetadataResponse) (lo, hi time.Duration, err error) {
+	if len(md.Brokers) == 0 {
+		return 0, 0, errors.New("metadata lists no broker")
+	}
+	client, err := kafkaClient(cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	const minKey, maxKey = "group.min.session.timeout.ms", "group.max.session.timeout.ms"
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	resp, err := client.DescribeConfigs(cctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeBroker, ResourceName: strconv.Itoa(md.Brokers[0].ID), ConfigNames: []string{minKey, maxKey},
+	}}})
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(resp.Resources) != 1 {
+		return 0, 0, fmt.Errorf("describe configs: %d resources in the answer", len(resp.Resources))
+	}
+	r := resp.Resources[0]
+	if r.Error != nil {
+		return 0, 0, r.Error
+	}
+	for _, e := range r.ConfigEntries {
+		ms, perr := strconv.ParseInt(e.ConfigValue, 10, 64)
+		if perr != nil {
+			return 0, 0, fmt.Errorf("%s: %q", e.ConfigName, e.ConfigValue)
+		}
+		switch e.ConfigName {
+		case minKey:
+			lo = time.Duration(ms) * time.Millisecond
+		case maxKey:
+			hi = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if lo == 0 || hi == 0 {
+		return 0, 0, fmt.Errorf("the broker reported neither %s nor %s", minKey, maxKey)
+	}
+	return lo, hi, nil
 }
 
 // LoadPolicy registers the configured classes and returns the policy. Class

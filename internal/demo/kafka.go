@@ -31,6 +31,7 @@ func StartKafka(ctx context.Context, partitions int, topics ...string) (brokers 
 		// Let a demo run with a short kafka.session_timeout; Kafka's
 		// default floor is 6s.
 		kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}),
 	)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start kafka: %w", err)

@@ -33,7 +33,11 @@ func KafkaWith(t testing.TB, opts []kfake.Opt, partitions int, topics ...string)
 	c, err := kfake.NewCluster(append([]kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(int32(partitions), topics...),
+		// The floor goes through the broker config too, so DescribeConfigs
+		// reports what the broker enforces (flatline checks
+		// kafka.session_timeout against it at start-up).
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
+		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}),
 	}, opts...)...)
 	if err != nil {
 		t.Fatalf("testenv: start kfake: %v", err)
