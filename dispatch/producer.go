@@ -28,6 +28,7 @@ type producer struct {
 	addr     net.Addr
 	topic    string
 	linger   time.Duration
+	codec    kafka.Compression // kafka.compression; 0: none
 	balancer kafka.Murmur2Balancer
 
 	mu     sync.Mutex
@@ -60,12 +61,13 @@ const (
 )
 
 // newProducer starts a producer to topic. linger > 0 makes the sender wait
-// that long after the first queued message before it takes the queue.
-func newProducer(brokers []string, topic string, tr *kafka.Transport, linger time.Duration) *producer {
+// that long after the first queued message before it takes the queue;
+// codec compresses every batch (0: none).
+func newProducer(brokers []string, topic string, tr *kafka.Transport, linger time.Duration, codec kafka.Compression) *producer {
 	addr := kafka.TCP(brokers...)
 	p := &producer{
 		client: &kafka.Client{Addr: addr, Transport: tr, Timeout: produceTimeout + 5*time.Second},
-		addr:   addr, topic: topic, linger: linger,
+		addr:   addr, topic: topic, linger: linger, codec: codec,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	go p.run()
@@ -205,7 +207,7 @@ func (p *producer) produce(ctx context.Context, parts map[int][]ref) (stale bool
 		// Not pooled: after a timeout the transport may still be encoding.
 		r := &recordReader{refs: refs}
 		topic.Partitions = append(topic.Partitions, produceapi.RequestPartition{
-			Partition: int32(part), RecordSet: protocol.RecordSet{Records: r},
+			Partition: int32(part), RecordSet: protocol.RecordSet{Attributes: protocol.Attributes(p.codec), Records: r},
 		})
 	}
 	req.Topics = []produceapi.RequestTopic{topic}

@@ -80,7 +80,7 @@ func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{
-		prod:      newProducer(k.Brokers, k.TimeoutsTopic, tr, cfg.Linger),
+		prod:      newProducer(k.Brokers, k.TimeoutsTopic, tr, cfg.Linger, k.Codec()),
 		transport: tr,
 		policy:    opts.Policy,
 		padMs:     opts.PadWindow.Milliseconds(),

@@ -78,6 +78,7 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 			Addr: kafka.TCP(opts.Kafka.Brokers...), Topic: opts.Kafka.DeadLetterTopic, Transport: tr,
 			Balancer: &kafka.Murmur2Balancer{}, RequiredAcks: kafka.RequireAll,
 			BatchTimeout: time.Millisecond, BatchSize: 10000, AllowAutoTopicCreation: true,
+			Compression: opts.Kafka.Codec(),
 		}
 	}
 	return in, nil

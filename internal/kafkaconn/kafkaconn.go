@@ -31,6 +31,9 @@ type Config struct {
 	// SessionTimeout is the consumer-group session timeout: how soon a dead
 	// instance's partitions move on. Default: 6s.
 	SessionTimeout time.Duration `config:"session_timeout"`
+	// Compression compresses the produced events and dead letters: none,
+	// gzip, snappy, lz4 or zstd. Default: none.
+	Compression string `config:"compression"`
 	// TLS configures TLS to the brokers.
 	TLS tlsconf.Config `config:"tls"`
 	// SASL configures authentication.
@@ -54,8 +57,17 @@ func DefaultConfig() Config {
 		DeadLetterTopic: "device-signals-dlq",
 		GroupID:         "flatline",
 		SessionTimeout:  6 * time.Second,
+		Compression:     "none",
 	}
 }
+
+// codecs are the kafka.compression values and their kafka-go codecs.
+var codecs = map[string]kafka.Compression{
+	"none": 0, "gzip": kafka.Gzip, "snappy": kafka.Snappy, "lz4": kafka.Lz4, "zstd": kafka.Zstd,
+}
+
+// Codec is the kafka-go compression of kafka.compression (0: none).
+func (c Config) Codec() kafka.Compression { return codecs[c.Compression] }
 
 // Validate checks the section; errors name the offending key.
 func (c Config) Validate() error {
@@ -84,6 +96,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
 		return fmt.Errorf("kafka.session_timeout: must be within [1s, 5m], got %s", c.SessionTimeout)
+	}
+	if _, ok := codecs[c.Compression]; !ok {
+		return fmt.Errorf("kafka.compression: want none, gzip, snappy, lz4 or zstd, got %q", c.Compression)
 	}
 	switch strings.ToUpper(c.SASL.Mechanism) {
 	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
