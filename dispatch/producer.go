@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -24,7 +25,13 @@ import (
 // used because it looks up metadata on every call and starts a goroutine, a
 // timer and a preallocated batch for every partition a call touches.
 type producer struct {
-	client   *kafka.Client
+	// transport makes a kafka-go Transport. A new one replaces the
+	// client's after an answer says the leaders moved: a Transport routes
+	// every request, metadata requests included, by a cluster view it
+	// refreshes only every MetadataTTL (6 s), so the old one would send
+	// to the old leader, and read the old leaders back, until then.
+	transport func() (*kafka.Transport, error)
+	client    *kafka.Client
 	addr     net.Addr
 	topic    string
 	linger   time.Duration
@@ -63,15 +70,20 @@ const (
 // newProducer starts a producer to topic. linger > 0 makes the sender wait
 // that long after the first queued message before it takes the queue;
 // codec compresses every batch (0: none).
-func newProducer(brokers []string, topic string, tr *kafka.Transport, linger time.Duration, codec kafka.Compression) *producer {
+func newProducer(brokers []string, topic string, transport func() (*kafka.Transport, error), linger time.Duration, codec kafka.Compression) (*producer, error) {
+	tr, err := transport()
+	if err != nil {
+		return nil, err
+	}
 	addr := kafka.TCP(brokers...)
 	p := &producer{
-		client: &kafka.Client{Addr: addr, Transport: tr, Timeout: produceTimeout + 5*time.Second},
+		transport: transport,
+		client:    &kafka.Client{Addr: addr, Transport: tr, Timeout: produceTimeout + 5*time.Second},
 		addr:   addr, topic: topic, linger: linger, codec: codec,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	go p.run()
-	return p
+	return p, nil
 }
 
 // Send queues msgs and waits until every one is acknowledged or failed.
@@ -122,6 +134,9 @@ func (p *producer) Close() {
 	default:
 	}
 	<-p.done
+	if tr, ok := p.client.Transport.(*kafka.Transport); ok {
+		tr.CloseIdleConnections()
+	}
 }
 
 func (p *producer) run() {
@@ -185,17 +200,34 @@ func (p *producer) round(batch []*send) {
 		}
 	}
 	var wg sync.WaitGroup
-	var stale sync.Once
+	var stale atomic.Bool
 	for _, parts := range byLeader {
 		wg.Add(1)
 		go func(parts map[int][]ref) {
 			defer wg.Done()
 			if p.produce(ctx, parts) {
-				stale.Do(func() { p.metaAt = time.Time{} })
+				stale.Store(true)
 			}
 		}(parts)
 	}
 	wg.Wait()
+	if stale.Load() {
+		p.renew()
+	}
+}
+
+// renew forgets the partition leaders and the Transport's view of the
+// cluster, so the next round reads both afresh from a broker.
+func (p *producer) renew() {
+	p.metaAt = time.Time{}
+	tr, err := p.transport()
+	if err != nil {
+		return // the same settings built the first one; keep it
+	}
+	if old, ok := p.client.Transport.(*kafka.Transport); ok {
+		old.CloseIdleConnections()
+	}
+	p.client.Transport = tr
 }
 
 // produce sends one request for parts (all led by one broker), records each

@@ -49,7 +49,6 @@ type Options struct {
 // It is safe for concurrent use; one serves all scanners of an instance.
 type Publisher struct {
 	prod      *producer
-	transport *kafka.Transport
 	policy    *timeouts.Policy
 	padMs     int64
 	windowMs  int64 // dispatch.recovery_window; 0: no recovered events
@@ -75,13 +74,12 @@ func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
 	if opts.PadWindow < 0 {
 		return nil, fmt.Errorf("dispatch: negative pad window %s", opts.PadWindow)
 	}
-	tr, err := k.Transport()
+	prod, err := newProducer(k.Brokers, k.TimeoutsTopic, k.Transport, cfg.Linger, k.Codec())
 	if err != nil {
 		return nil, err
 	}
 	p := &Publisher{
-		prod:      newProducer(k.Brokers, k.TimeoutsTopic, tr, cfg.Linger, k.Codec()),
-		transport: tr,
+		prod:      prod,
 		policy:    opts.Policy,
 		padMs:     opts.PadWindow.Milliseconds(),
 		windowMs:  cfg.RecoveryWindow.Milliseconds(),
@@ -318,7 +316,6 @@ func (p *Publisher) acked(kind string, deadlines []int64, at time.Time) {
 // or Recovered must have returned.
 func (p *Publisher) Close() error {
 	p.prod.Close()
-	p.transport.CloseIdleConnections()
 	return nil
 }
 
