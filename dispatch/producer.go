@@ -32,11 +32,11 @@ type producer struct {
 	// to the old leader, and read the old leaders back, until then.
 	transport func() (*kafka.Transport, error)
 	client    *kafka.Client
-	addr     net.Addr
-	topic    string
-	linger   time.Duration
-	codec    kafka.Compression // kafka.compression; 0: none
-	balancer kafka.Murmur2Balancer
+	addr      net.Addr
+	topic     string
+	linger    time.Duration
+	codec     kafka.Compression // kafka.compression; 0: none
+	balancer  kafka.Murmur2Balancer
 
 	mu     sync.Mutex
 	queue  []*send
@@ -79,7 +79,7 @@ func newProducer(brokers []string, topic string, transport func() (*kafka.Transp
 	p := &producer{
 		transport: transport,
 		client:    &kafka.Client{Addr: addr, Transport: tr, Timeout: produceTimeout + 5*time.Second},
-		addr:   addr, topic: topic, linger: linger, codec: codec,
+		addr:      addr, topic: topic, linger: linger, codec: codec,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	go p.run()

@@ -48,15 +48,15 @@ type Options struct {
 // Publisher produces timeout and recovered events to the timeouts topic.
 // It is safe for concurrent use; one serves all scanners of an instance.
 type Publisher struct {
-	prod      *producer
-	policy    *timeouts.Policy
-	padMs     int64
-	windowMs  int64 // dispatch.recovery_window; 0: no recovered events
-	m         *metrics.Metrics
-	now       func() time.Time
-	log       *slog.Logger
-	errLog    logging.Limiter
-	batches   sync.Pool // *batch
+	prod     *producer
+	policy   *timeouts.Policy
+	padMs    int64
+	windowMs int64 // dispatch.recovery_window; 0: no recovered events
+	m        *metrics.Metrics
+	now      func() time.Time
+	log      *slog.Logger
+	errLog   logging.Limiter
+	batches  sync.Pool // *batch
 }
 
 // New builds a Publisher writing to k.TimeoutsTopic. It does not contact
@@ -79,14 +79,14 @@ func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{
-		prod:      prod,
-		policy:    opts.Policy,
-		padMs:     opts.PadWindow.Milliseconds(),
-		windowMs:  cfg.RecoveryWindow.Milliseconds(),
-		m:         opts.Metrics,
-		now:       opts.Now,
-		log:       opts.Logger,
-		errLog:    logging.Limiter{Every: errorLogEvery},
+		prod:     prod,
+		policy:   opts.Policy,
+		padMs:    opts.PadWindow.Milliseconds(),
+		windowMs: cfg.RecoveryWindow.Milliseconds(),
+		m:        opts.Metrics,
+		now:      opts.Now,
+		log:      opts.Logger,
+		errLog:   logging.Limiter{Every: errorLogEvery},
 	}
 	if p.now == nil {
 		p.now = time.Now
