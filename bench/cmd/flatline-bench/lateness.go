@@ -37,10 +37,8 @@ type LatenessResult struct {
 	// WatermarkLag samples now − min over partitions of wm(p) every 20 ms
 	// during the window: scanners fire nothing newer, so this is the floor
 	// of detection lateness.
-	WatermarkLag Dist               `json:"watermark_lag_sampled"`
-	CPUSplit     map[string]float64 `json:"cpu_seconds_by_process"`
-	RedisTop     []RedisCommand     `json:"redis_top_commands"`
-	Profile      string             `json:"cpu_profile,omitempty"`
+	WatermarkLag Dist `json:"watermark_lag_sampled"`
+	Cost
 }
 
 type eventFields struct {

@@ -29,16 +29,14 @@ type MassResult struct {
 	DrainedSeconds float64 `json:"shards_empty_after_deadline_seconds"`
 	// EventsPerSecond = devices / LastSeconds; PeakPerSecond is the best
 	// one-second window.
-	EventsPerSecond      float64            `json:"events_per_second"`
-	PeakPerSecond        float64            `json:"peak_events_per_second"`
-	CPUSeconds           float64            `json:"flatline_cpu_seconds"`
-	CPUSecondsPerMillion float64            `json:"flatline_cpu_seconds_per_million_events"`
-	PeakRSSBytes         int64              `json:"flatline_peak_rss_bytes"`
-	CPUSplit             map[string]float64 `json:"cpu_seconds_by_process"`
-	RedisTop             []RedisCommand     `json:"redis_top_commands"`
-	Profile              string             `json:"cpu_profile,omitempty"`
-	Completed            bool               `json:"completed"`
-	WaitedSeconds        float64            `json:"waited_after_deadline_seconds"`
+	EventsPerSecond      float64 `json:"events_per_second"`
+	PeakPerSecond        float64 `json:"peak_events_per_second"`
+	CPUSeconds           float64 `json:"flatline_cpu_seconds"`
+	CPUSecondsPerMillion float64 `json:"flatline_cpu_seconds_per_million_events"`
+	PeakRSSBytes         int64   `json:"flatline_peak_rss_bytes"`
+	Cost
+	Completed     bool    `json:"completed"`
+	WaitedSeconds float64 `json:"waited_after_deadline_seconds"`
 	// Runs lists every run (each on a fresh Redis, Kafka and flatline);
 	// the figures above are those of the median run by drain rate.
 	Runs []MassRun `json:"runs,omitempty"`
