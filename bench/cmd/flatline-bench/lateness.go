@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,17 +76,11 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 		name = "lateness-sparse"
 	}
 	res.Profile = o.profilePath(name)
-	fl, err := startFlatline(map[string]string{
-		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "log.level": "warn",
-		"shards.initial_count": fmt.Sprint(o.shards), "timeouts.default": "120s",
-	}, res.Profile)
+	fl, err := infra.serve(ctx, o, map[string]string{"timeouts.default": "120s"}, res.Profile)
 	if err != nil {
 		return nil, err
 	}
 	defer fl.Stop(15 * time.Second)
-	if _, err := waitReady(ctx, st, fl, o.partitions, o.shards, 30*time.Second); err != nil {
-		return nil, err
-	}
 
 	var mu sync.Mutex
 	type seen struct{ arrival, detected []float64 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -83,19 +82,13 @@ func runMassOnce(ctx context.Context, o *options, run int) (*MassResult, error) 
 	if run == 0 {
 		res.Profile = o.profilePath("mass") // the first run's
 	}
-	fl, err := startFlatline(map[string]string{
-		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "log.level": "warn",
-		"shards.initial_count": fmt.Sprint(o.shards),
-	}, res.Profile)
+	// Firing needs a watermark: ingest is running (on an idle signals
+	// topic) and its high-water-mark probe raises it every 20 ms.
+	fl, err := infra.serve(ctx, o, nil, res.Profile)
 	if err != nil {
 		return nil, err
 	}
 	defer fl.Stop(15 * time.Second)
-	// Firing needs a watermark: ingest is running (on an idle signals
-	// topic) and its high-water-mark probe raises it every 20 ms.
-	if _, err := waitReady(ctx, st, fl, o.partitions, o.shards, 30*time.Second); err != nil {
-		return nil, err
-	}
 
 	// Uniqueness by the id's index, not a map of a million strings: the
 	// consumer shares the machine with flatline and should cost it little.
