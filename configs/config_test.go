@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,6 +21,22 @@ func writeFile(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// loadsClean fails unless Load takes opts without an error or a warning
+// into a config check accepts; input names what was loaded in the report.
+func loadsClean(t *testing.T, opts LoadOptions, input string, check func(*Config) bool) {
+	t.Helper()
+	cfg, err := Load(opts)
+	if err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	if !check(cfg) {
+		t.Errorf("unexpected config for %s: %+v", input, *cfg)
+	}
+	if len(cfg.Warnings) != 0 {
+		t.Errorf("Warnings = %v", cfg.Warnings)
+	}
 }
 
 func TestDefaultIsValid(t *testing.T) {
@@ -157,16 +174,7 @@ func TestLoadFile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := Load(LoadOptions{File: writeFile(t, tt.yaml)})
-			if err != nil {
-				t.Fatalf("Load = %v", err)
-			}
-			if !tt.check(cfg) {
-				t.Errorf("unexpected config for\n%s\ngot %+v", tt.yaml, *cfg)
-			}
-			if len(cfg.Warnings) != 0 {
-				t.Errorf("Warnings = %v", cfg.Warnings)
-			}
+			loadsClean(t, LoadOptions{File: writeFile(t, tt.yaml)}, "\n"+tt.yaml+"\n", tt.check)
 		})
 	}
 }
@@ -203,16 +211,7 @@ func TestLoadEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := Load(LoadOptions{Env: tt.env})
-			if err != nil {
-				t.Fatalf("Load = %v", err)
-			}
-			if !tt.check(cfg) {
-				t.Errorf("unexpected config for %q: %+v", tt.env, *cfg)
-			}
-			if len(cfg.Warnings) != 0 {
-				t.Errorf("Warnings = %v", cfg.Warnings)
-			}
+			loadsClean(t, LoadOptions{Env: tt.env}, fmt.Sprintf("%q", tt.env), tt.check)
 		})
 	}
 }

@@ -1,14 +1,12 @@
 package configs_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,23 +19,6 @@ import (
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestSecretsNotLogged runs an instance configured from the environment
 // with a Redis password and Kafka SASL/SCRAM credentials, at debug level,
@@ -77,7 +58,7 @@ func TestSecretsNotLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs testenv.SyncBuffer
 	log := logging.New(cfg.Log, &logs)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

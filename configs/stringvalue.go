@@ -17,11 +17,7 @@ func fromString(t reflect.Type, s string) (reflect.Value, error) {
 	switch t.Kind() {
 	case reflect.Slice:
 		out := reflect.Zero(t)
-		for _, item := range strings.Split(s, ",") {
-			item = strings.TrimSpace(item)
-			if item == "" {
-				continue
-			}
+		for _, item := range listItems(s) {
 			v, err := scalarFromString(t.Elem(), item)
 			if err != nil {
 				return reflect.Value{}, err
@@ -31,11 +27,7 @@ func fromString(t reflect.Type, s string) (reflect.Value, error) {
 		return out, nil
 	case reflect.Map:
 		out := reflect.Zero(t)
-		for _, pair := range strings.Split(s, ",") {
-			pair = strings.TrimSpace(pair)
-			if pair == "" {
-				continue
-			}
+		for _, pair := range listItems(s) {
 			name, val, ok := strings.Cut(pair, "=")
 			name, val = strings.TrimSpace(name), strings.TrimSpace(val)
 			if !ok || name == "" {
@@ -57,6 +49,18 @@ func fromString(t reflect.Type, s string) (reflect.Value, error) {
 		return out, nil
 	}
 	return scalarFromString(t, s)
+}
+
+// listItems splits an override's list at commas, trimming the items and
+// dropping empty ones.
+func listItems(s string) []string {
+	var items []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
 }
 
 // scalarFromString parses one value as strictly as scalarFromNode: a

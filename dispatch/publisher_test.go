@@ -47,6 +47,15 @@ func newTestPublisher(t *testing.T, brokers []string, cfg Config, m *metrics.Met
 	return p
 }
 
+// kafkaPublisher starts a Kafka with testParts partitions of testTopic and
+// a publisher over it in the default configuration, counting on m (nil: no
+// metrics).
+func kafkaPublisher(t *testing.T, m *metrics.Metrics) (*testenv.KafkaCluster, *Publisher) {
+	t.Helper()
+	k := testenv.Kafka(t, testParts, testTopic)
+	return k, newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
+}
+
 // dueCase is a due member and the event it must become.
 type dueCase struct {
 	member shard.Member
@@ -174,9 +183,8 @@ func checkRecords(t *testing.T, recs []kafka.Message, want map[string]Event) {
 
 func TestTimeoutsPublished(t *testing.T) {
 	t.Parallel()
-	k := testenv.Kafka(t, testParts, testTopic)
 	m := metrics.New()
-	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
+	k, p := kafkaPublisher(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -227,9 +235,8 @@ func TestTimeoutsPublished(t *testing.T) {
 
 func TestRecoveredPublished(t *testing.T) {
 	t.Parallel()
-	k := testenv.Kafka(t, testParts, testTopic)
 	m := metrics.New()
-	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
+	k, p := kafkaPublisher(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -315,9 +322,8 @@ func TestTimeoutsRetryUntilKafkaRecovers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			k := testenv.Kafka(t, testParts, testTopic)
 			m := metrics.New()
-			p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
+			k, p := kafkaPublisher(t, m)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 
@@ -385,8 +391,7 @@ func TestTimeoutsRetryUntilKafkaRecovers(t *testing.T) {
 
 func TestTimeoutsGiveUpOnCancel(t *testing.T) {
 	t.Parallel()
-	k := testenv.Kafka(t, testParts, testTopic)
-	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), nil)
+	k, p := kafkaPublisher(t, nil)
 	var failing atomic.Bool
 	failing.Store(true)
 	rejected := make(chan struct{})

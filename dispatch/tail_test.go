@@ -49,8 +49,7 @@ func nextLine(t *testing.T, lines <-chan string, within time.Duration) (string, 
 
 func TestTailFromBeginning(t *testing.T) {
 	t.Parallel()
-	k := testenv.Kafka(t, testParts, testTopic)
-	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), nil)
+	k, p := kafkaPublisher(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -99,8 +98,7 @@ func TestTailFromBeginning(t *testing.T) {
 
 func TestTailFromEnd(t *testing.T) {
 	t.Parallel()
-	k := testenv.Kafka(t, testParts, testTopic)
-	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), nil)
+	k, p := kafkaPublisher(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -26,60 +26,17 @@ func TestReadGoesOnAfterAnswerReadPastItsDeadline(t *testing.T) {
 	t.Parallel()
 	const topic, n = "signals", 3000
 	k := testenv.Kafka(t, 1, topic)
-	produce := func(from, to int) {
-		t.Helper()
-		w := &kafka.Writer{Addr: kafka.TCP(k.Brokers()...), Topic: topic, BatchSize: n, RequiredAcks: kafka.RequireAll}
-		defer w.Close()
-		msgs := make([]kafka.Message, 0, to-from)
-		for i := from; i < to; i++ {
-			msgs = append(msgs, kafka.Message{Value: []byte(fmt.Sprint(i))})
-		}
-		if err := w.WriteMessages(context.Background(), msgs...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	produce(0, n) // before the reader starts: its first answer holds them all
-
-	kc := kafkaconn.DefaultConfig()
-	kc.Brokers, kc.SignalsTopic = k.Brokers(), topic
-	dialer, err := kc.Dialer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	in := &Ingest{opts: Options{Kafka: kc, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan chunk) // unbuffered: the reader waits for each hand-off
-	done := make(chan struct{})
-	go func() { defer close(done); in.newPartitionReader(dialer, 0, 0, out, &position{}).run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-
-	next := int64(0)
-	take := func(until int64) {
-		t.Helper()
-		for next < until {
-			select {
-			case c := <-out:
-				for _, msg := range c.msgs {
-					if msg.Offset != next {
-						t.Fatalf("record at offset %d, want %d", msg.Offset, next)
-					}
-					next++
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("stuck at offset %d of %d", next, until)
-			}
-		}
-	}
-	take(1) // the first chunk of the first answer
-	if next >= n {
+	produce(t, k.Brokers(), topic, 0, n) // before the reader starts: its first answer holds them all
+	r := startReader(t, k.Brokers(), topic)
+	r.take(t, 1) // the first chunk of the first answer
+	if r.next >= n {
 		t.Fatalf("the first hand-off held all %d records; the test needs an answer of several chunks", n)
 	}
 	time.Sleep(fetchMaxWait + fetchGrace + 250*time.Millisecond)
-	take(n)
-	produce(n, n+10)
-	take(n + 10)
-	if e := testutil.ToFloat64(m.FetchErrors); e != 0 {
+	r.take(t, n)
+	produce(t, k.Brokers(), topic, n, n+10)
+	r.take(t, n+10)
+	if e := testutil.ToFloat64(r.m.FetchErrors); e != 0 {
 		t.Errorf("flatline_fetch_errors_total = %v; want 0", e)
 	}
 }
@@ -93,15 +50,7 @@ func TestReadOutwaitsABrokerSlowToAnswer(t *testing.T) {
 	t.Parallel()
 	const topic, n = "signals", 100
 	k := testenv.Kafka(t, 1, topic)
-	w := &kafka.Writer{Addr: kafka.TCP(k.Brokers()...), Topic: topic, BatchSize: n, RequiredAcks: kafka.RequireAll}
-	msgs := make([]kafka.Message, n)
-	for i := range msgs {
-		msgs[i] = kafka.Message{Value: []byte(fmt.Sprint(i))}
-	}
-	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
-		t.Fatal(err)
-	}
-	_ = w.Close()
+	produce(t, k.Brokers(), topic, 0, n)
 	c := k.Cluster()
 	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -109,34 +58,69 @@ func TestReadOutwaitsABrokerSlowToAnswer(t *testing.T) {
 		return nil, nil, false // then answered as usual
 	})
 
+	r := startReader(t, k.Brokers(), topic)
+	r.take(t, n) // stuck instead if every fetch ended at its deadline
+	if e := testutil.ToFloat64(r.m.FetchErrors); e < 1 {
+		t.Errorf("flatline_fetch_errors_total = %v; want the first fetch, answered past its deadline, counted", e)
+	}
+}
+
+// produce appends records from..to-1 (their values the numbers) to
+// partition 0 of topic, all in one produce request.
+func produce(t *testing.T, brokers []string, topic string, from, to int) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, BatchSize: to - from, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	msgs := make([]kafka.Message, 0, to-from)
+	for i := from; i < to; i++ {
+		msgs = append(msgs, kafka.Message{Value: []byte(fmt.Sprint(i))})
+	}
+	if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testReader is a partition reader of partition 0 from offset 0 that hands
+// its chunks to the test, over an unbuffered channel: the reader waits for
+// each hand-off, as behind a slow batcher.
+type testReader struct {
+	m    *metrics.Metrics
+	out  chan chunk
+	next int64 // the offset the test takes next
+}
+
+func startReader(t *testing.T, brokers []string, topic string) *testReader {
+	t.Helper()
 	kc := kafkaconn.DefaultConfig()
-	kc.Brokers, kc.SignalsTopic = k.Brokers(), topic
+	kc.Brokers, kc.SignalsTopic = brokers, topic
 	dialer, err := kc.Dialer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New()
-	in := &Ingest{opts: Options{Kafka: kc, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}}
+	r := &testReader{m: metrics.New(), out: make(chan chunk)}
+	in := &Ingest{opts: Options{Kafka: kc, Metrics: r.m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan chunk)
 	done := make(chan struct{})
-	go func() { defer close(done); in.newPartitionReader(dialer, 0, 0, out, &position{}).run(ctx) }()
+	go func() { defer close(done); in.newPartitionReader(dialer, 0, 0, r.out, &position{}).run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
 
-	for next := int64(0); next < n; {
+// take receives chunks until every record before offset until has come,
+// each once and in order.
+func (r *testReader) take(t *testing.T, until int64) {
+	t.Helper()
+	for r.next < until {
 		select {
-		case c := <-out:
+		case c := <-r.out:
 			for _, msg := range c.msgs {
-				if msg.Offset != next {
-					t.Fatalf("record at offset %d, want %d", msg.Offset, next)
+				if msg.Offset != r.next {
+					t.Fatalf("record at offset %d, want %d", msg.Offset, r.next)
 				}
-				next++
+				r.next++
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("stuck at offset %d of %d: every fetch ends at its deadline", next, n)
+			t.Fatalf("stuck at offset %d of %d", r.next, until)
 		}
-	}
-	if e := testutil.ToFloat64(m.FetchErrors); e < 1 {
-		t.Errorf("flatline_fetch_errors_total = %v; want the first fetch, answered past its deadline, counted", e)
 	}
 }

@@ -3,6 +3,7 @@
 package kafkaconn
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"time"
@@ -125,28 +126,33 @@ func (c Config) mechanism() (sasl.Mechanism, error) {
 	return nil, fmt.Errorf("kafka.sasl.mechanism: unsupported %q", c.SASL.Mechanism)
 }
 
-// Dialer builds the dialer for consumer groups and readers.
-func (c Config) Dialer() (*kafka.Dialer, error) {
+// security builds what a dialer and a transport both authenticate with.
+func (c Config) security() (sasl.Mechanism, *tls.Config, error) {
 	mech, err := c.mechanism()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tc, err := c.TLS.Build()
 	if err != nil {
-		return nil, fmt.Errorf("kafka.tls: %w", err)
+		return nil, nil, fmt.Errorf("kafka.tls: %w", err)
+	}
+	return mech, tc, nil
+}
+
+// Dialer builds the dialer for consumer groups and readers.
+func (c Config) Dialer() (*kafka.Dialer, error) {
+	mech, tc, err := c.security()
+	if err != nil {
+		return nil, err
 	}
 	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, SASLMechanism: mech, TLS: tc}, nil
 }
 
 // Transport builds the transport for writers and clients.
 func (c Config) Transport() (*kafka.Transport, error) {
-	mech, err := c.mechanism()
+	mech, tc, err := c.security()
 	if err != nil {
 		return nil, err
-	}
-	tc, err := c.TLS.Build()
-	if err != nil {
-		return nil, fmt.Errorf("kafka.tls: %w", err)
 	}
 	return &kafka.Transport{SASL: mech, TLS: tc, DialTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}, nil
 }

@@ -72,18 +72,47 @@ var LatenessBuckets = []float64{.001, .002, .005, .01, .015, .02, .03, .05, .075
 func New() *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{Registry: r}
-	c := func(name, help string) prometheus.Counter {
-		x := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-		r.MustRegister(x)
-		return x
+	counters := []struct {
+		dst        *prometheus.Counter
+		name, help string
+	}{
+		{&m.HeartbeatsConsumed, "flatline_heartbeats_consumed_total", "Messages consumed from the signals topic."},
+		{&m.Tombstones, "flatline_tombstones_total", "Tombstones that deregistered a device."},
+		{&m.RedisWrites, "flatline_redis_deadline_writes_total", "Device deadlines written to Redis (ZADD GT members)."},
+		{&m.RedisBatches, "flatline_redis_write_batches_total", "Pipelined write round trips of ingest."},
+		{&m.Coalesced, "flatline_resets_coalesced_total", "Heartbeats whose Redis write was skipped by ingest.coalesce_window."},
+		{&m.DeadLettered, "flatline_dead_lettered_total", "Invalid heartbeats copied to the dead-letter topic."},
+		{&m.IngestErrors, "flatline_ingest_errors_total", "Ingest batches that failed and were retried."},
+		{&m.FetchErrors, "flatline_fetch_errors_total", "Fetches of the signals topic that failed; the partition's connection is reopened after a backoff."},
+		{&m.TimeoutsPublished, "flatline_timeouts_published_total", "Timeout events acknowledged by Kafka."},
+		{&m.RecoveredPublished, "flatline_recoveries_published_total", "Recovered events acknowledged by Kafka."},
+		{&m.PublishErrors, "flatline_publish_errors_total", "Failed produce attempts (retried)."},
+		{&m.ScanErrors, "flatline_scan_errors_total", "Scanner passes that failed."},
+		{&m.StaleDropped, "flatline_stale_copies_dropped_total", "Stale copies of a device in its previous shard dropped during a migration."},
+		{&m.ReplaysDropped, "flatline_replays_dropped_total", "Replayed heartbeats not later than a timeout their device already fired, dropped by the scanner instead of firing it again."},
+		{&m.Moved, "flatline_members_moved_total", "Members moved to their new shard during a migration."},
+	}
+	for _, d := range counters {
+		*d.dst = prometheus.NewCounter(prometheus.CounterOpts{Name: d.name, Help: d.help})
+		r.MustRegister(*d.dst)
+	}
+	gauges := []struct {
+		dst        *prometheus.Gauge
+		name, help string
+	}{
+		{&m.WatermarkMs, "flatline_watermark_timestamp_seconds", "The firing watermark: min over signals partitions of wm(p), Unix seconds."},
+		{&m.WatermarkLag, "flatline_watermark_lag_seconds", "How far the firing watermark is behind now."},
+		{&m.LeasesOwned, "flatline_scanner_leases_owned", "Shards whose scanner runs on this instance."},
+		{&m.LayoutCount, "flatline_layout_shards", "The layout's shard count."},
+		{&m.LayoutPrevious, "flatline_layout_previous_shards", "The layout's previous count while migrating, else 0."},
+		{&m.Misplaced, "flatline_migration_misplaced_members", "Members still in their previous shard (last sweep's count)."},
+	}
+	for _, d := range gauges {
+		*d.dst = prometheus.NewGauge(prometheus.GaugeOpts{Name: d.name, Help: d.help})
+		r.MustRegister(*d.dst)
 	}
 	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
 		x := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-		r.MustRegister(x)
-		return x
-	}
-	g := func(name, help string) prometheus.Gauge {
-		x := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 		r.MustRegister(x)
 		return x
 	}
@@ -92,38 +121,17 @@ func New() *Metrics {
 		r.MustRegister(x)
 		return x
 	}
-	m.HeartbeatsConsumed = c("flatline_heartbeats_consumed_total", "Messages consumed from the signals topic.")
 	m.Invalid = cv("flatline_heartbeats_invalid_total", "Invalid heartbeats, by reason code.", "reason")
 	m.Fallbacks = cv("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class).", "kind")
-	m.Tombstones = c("flatline_tombstones_total", "Tombstones that deregistered a device.")
-	m.RedisWrites = c("flatline_redis_deadline_writes_total", "Device deadlines written to Redis (ZADD GT members).")
-	m.RedisBatches = c("flatline_redis_write_batches_total", "Pipelined write round trips of ingest.")
-	m.Coalesced = c("flatline_resets_coalesced_total", "Heartbeats whose Redis write was skipped by ingest.coalesce_window.")
-	m.DeadLettered = c("flatline_dead_lettered_total", "Invalid heartbeats copied to the dead-letter topic.")
-	m.IngestErrors = c("flatline_ingest_errors_total", "Ingest batches that failed and were retried.")
-	m.FetchErrors = c("flatline_fetch_errors_total", "Fetches of the signals topic that failed; the partition's connection is reopened after a backoff.")
 	m.ConsumerLag = gv("flatline_consumer_lag_messages", "Messages not yet written to Redis, per signals partition this instance owns.", "partition")
-	m.TimeoutsPublished = c("flatline_timeouts_published_total", "Timeout events acknowledged by Kafka.")
-	m.RecoveredPublished = c("flatline_recoveries_published_total", "Recovered events acknowledged by Kafka.")
-	m.PublishErrors = c("flatline_publish_errors_total", "Failed produce attempts (retried).")
+	m.ShardSize = gv("flatline_shard_devices", "Devices tracked per shard.", "shard")
+	m.DueBacklog = gv("flatline_shard_due_backlog", "Members due but not yet fired per shard (held by the watermark or in flight).", "shard")
+	m.LeaseOwned = gv("flatline_scanner_lease_owned", "1 when this instance owns the shard's scanner lease.", "shard")
 	m.Lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "flatline_detection_lateness_seconds", Help: "Time from a device's deadline to Kafka acknowledging its timeout event.",
 		Buckets: LatenessBuckets,
 	})
 	r.MustRegister(m.Lateness)
-	m.ShardSize = gv("flatline_shard_devices", "Devices tracked per shard.", "shard")
-	m.DueBacklog = gv("flatline_shard_due_backlog", "Members due but not yet fired per shard (held by the watermark or in flight).", "shard")
-	m.ScanErrors = c("flatline_scan_errors_total", "Scanner passes that failed.")
-	m.StaleDropped = c("flatline_stale_copies_dropped_total", "Stale copies of a device in its previous shard dropped during a migration.")
-	m.ReplaysDropped = c("flatline_replays_dropped_total", "Replayed heartbeats not later than a timeout their device already fired, dropped by the scanner instead of firing it again.")
-	m.Moved = c("flatline_members_moved_total", "Members moved to their new shard during a migration.")
-	m.WatermarkMs = g("flatline_watermark_timestamp_seconds", "The firing watermark: min over signals partitions of wm(p), Unix seconds.")
-	m.WatermarkLag = g("flatline_watermark_lag_seconds", "How far the firing watermark is behind now.")
-	m.LeasesOwned = g("flatline_scanner_leases_owned", "Shards whose scanner runs on this instance.")
-	m.LeaseOwned = gv("flatline_scanner_lease_owned", "1 when this instance owns the shard's scanner lease.", "shard")
-	m.LayoutCount = g("flatline_layout_shards", "The layout's shard count.")
-	m.LayoutPrevious = g("flatline_layout_previous_shards", "The layout's previous count while migrating, else 0.")
-	m.Misplaced = g("flatline_migration_misplaced_members", "Members still in their previous shard (last sweep's count).")
 	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	for _, reason := range InvalidReasons {
 		m.Invalid.WithLabelValues(reason)

@@ -1,7 +1,6 @@
 package redisconn_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -128,7 +127,7 @@ func TestACLUser(t *testing.T) {
 	cfg.HTTP.Addr = ""
 	cfg.Timeouts.Default = time.Second
 	cfg.Shards.InitialCount = 4
-	var logs lockedBuffer
+	var logs testenv.SyncBuffer
 	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), app.Hooks{})
 	if err != nil {
 		t.Fatalf("start as ACL user %s: %v", user, err)
@@ -160,23 +159,6 @@ func TestACLUser(t *testing.T) {
 	if out := logs.String(); strings.Contains(out, "NOPERM") || strings.Contains(out, pw) {
 		t.Errorf("log shows a permission error or the password:\n%s", out)
 	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestTLSBuild: redis.tls (also used for kafka.tls) builds the tls.Config

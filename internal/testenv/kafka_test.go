@@ -117,22 +117,28 @@ func TestKafkaWriterReader(t *testing.T) {
 	}
 }
 
-func TestKafkaConsumerGroupCommit(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	k := testenv.Kafka(t, partitions, "signals")
-
-	g, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+// groupConfig is a member of consumer group "flatline" on "signals", with
+// timeouts short enough that joins and rebalances take a test little time.
+func groupConfig(brokers []string) kafka.ConsumerGroupConfig {
+	return kafka.ConsumerGroupConfig{
 		ID:                "flatline",
-		Brokers:           k.Brokers(),
+		Brokers:           brokers,
 		Topics:            []string{"signals"},
 		SessionTimeout:    time.Second,
 		HeartbeatInterval: 100 * time.Millisecond,
 		RebalanceTimeout:  time.Second,
 		JoinGroupBackoff:  100 * time.Millisecond,
 		Timeout:           5 * time.Second,
-	})
+	}
+}
+
+func TestKafkaConsumerGroupCommit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	k := testenv.Kafka(t, partitions, "signals")
+
+	g, err := kafka.NewConsumerGroup(groupConfig(k.Brokers()))
 	if err != nil {
 		t.Fatalf("new consumer group: %v", err)
 	}
@@ -190,16 +196,7 @@ func TestKafkaConsumerGroupCommit(t *testing.T) {
 
 	// A second member joining forces a rebalance: the first generation ends
 	// and both members share the partitions in the next one.
-	g2, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
-		ID:                "flatline",
-		Brokers:           k.Brokers(),
-		Topics:            []string{"signals"},
-		SessionTimeout:    time.Second,
-		HeartbeatInterval: 100 * time.Millisecond,
-		RebalanceTimeout:  time.Second,
-		JoinGroupBackoff:  100 * time.Millisecond,
-		Timeout:           5 * time.Second,
-	})
+	g2, err := kafka.NewConsumerGroup(groupConfig(k.Brokers()))
 	if err != nil {
 		t.Fatalf("new consumer group 2: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
@@ -46,6 +47,27 @@ func startInfra(ctx context.Context, o *options) (*scenarioInfra, error) {
 		return nil, err
 	}
 	return &scenarioInfra{brokers: brokers, rp: rp, st: st, stop: func() { rp.Close(); stopKafka() }}, nil
+}
+
+// serve starts flatline with every role on this infrastructure, with
+// settings on top of the scenario's, and waits until it is ready to fire:
+// a watermark for every partition and an owner for every shard. The caller
+// stops it.
+func (in *scenarioInfra) serve(ctx context.Context, o *options, settings map[string]string, profile string) (*flatlineProc, error) {
+	all := map[string]string{
+		"redis.addrs": in.rp.Addr, "kafka.brokers": strings.Join(in.brokers, ","), "log.level": "warn",
+		"shards.initial_count": fmt.Sprint(o.shards),
+	}
+	maps.Copy(all, settings)
+	fl, err := startFlatline(all, profile)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := waitReady(ctx, in.st, fl, o.partitions, o.shards, 30*time.Second); err != nil {
+		fl.Stop(15 * time.Second)
+		return nil, err
+	}
+	return fl, nil
 }
 
 // redisProc is a private redis-server child on a free port.

@@ -62,12 +62,10 @@ type IngestRun struct {
 	RedisBatches        float64 `json:"redis_write_batches"`
 	Coalesced           float64 `json:"resets_coalesced"`
 	// Process cost (scenario 5): the flatline process alone.
-	CPUSeconds           float64            `json:"flatline_cpu_seconds"`
-	CPUSecondsPerMillion float64            `json:"flatline_cpu_seconds_per_million_heartbeats"`
-	PeakRSSBytes         int64              `json:"flatline_peak_rss_bytes"`
-	CPUSplit             map[string]float64 `json:"cpu_seconds_by_process"`
-	RedisTop             []RedisCommand     `json:"redis_top_commands"`
-	Profile              string             `json:"cpu_profile,omitempty"`
+	CPUSeconds           float64 `json:"flatline_cpu_seconds"`
+	CPUSecondsPerMillion float64 `json:"flatline_cpu_seconds_per_million_heartbeats"`
+	PeakRSSBytes         int64   `json:"flatline_peak_rss_bytes"`
+	Cost
 }
 
 // CeilingRun is variadic ZADD GT pipelined from Go into the same keys.
@@ -78,6 +76,16 @@ type CeilingRun struct {
 	PipelineDepth    int                `json:"pipeline_commands"`
 	PairsPerCommand  int                `json:"pairs_per_command"`
 	CPUSplit         map[string]float64 `json:"cpu_seconds_by_process"`
+}
+
+// Cost is where the CPU went during a run's measured window: CPU seconds
+// per process, Redis's busiest commands, and the file of flatline's CPU
+// profile when one was taken. Embedded, its fields are the result's own in
+// the JSON.
+type Cost struct {
+	CPUSplit map[string]float64 `json:"cpu_seconds_by_process"`
+	RedisTop []RedisCommand     `json:"redis_top_commands"`
+	Profile  string             `json:"cpu_profile,omitempty"`
 }
 
 // RedisCommand is one line of the INFO commandstats difference.

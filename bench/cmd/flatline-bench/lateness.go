@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,10 +36,8 @@ type LatenessResult struct {
 	// WatermarkLag samples now − min over partitions of wm(p) every 20 ms
 	// during the window: scanners fire nothing newer, so this is the floor
 	// of detection lateness.
-	WatermarkLag Dist               `json:"watermark_lag_sampled"`
-	CPUSplit     map[string]float64 `json:"cpu_seconds_by_process"`
-	RedisTop     []RedisCommand     `json:"redis_top_commands"`
-	Profile      string             `json:"cpu_profile,omitempty"`
+	WatermarkLag Dist `json:"watermark_lag_sampled"`
+	Cost
 }
 
 type eventFields struct {
@@ -79,17 +76,11 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 		name = "lateness-sparse"
 	}
 	res.Profile = o.profilePath(name)
-	fl, err := startFlatline(map[string]string{
-		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "log.level": "warn",
-		"shards.initial_count": fmt.Sprint(o.shards), "timeouts.default": "120s",
-	}, res.Profile)
+	fl, err := infra.serve(ctx, o, map[string]string{"timeouts.default": "120s"}, res.Profile)
 	if err != nil {
 		return nil, err
 	}
 	defer fl.Stop(15 * time.Second)
-	if _, err := waitReady(ctx, st, fl, o.partitions, o.shards, 30*time.Second); err != nil {
-		return nil, err
-	}
 
 	var mu sync.Mutex
 	type seen struct{ arrival, detected []float64 }

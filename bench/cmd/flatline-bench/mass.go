@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,16 +28,14 @@ type MassResult struct {
 	DrainedSeconds float64 `json:"shards_empty_after_deadline_seconds"`
 	// EventsPerSecond = devices / LastSeconds; PeakPerSecond is the best
 	// one-second window.
-	EventsPerSecond      float64            `json:"events_per_second"`
-	PeakPerSecond        float64            `json:"peak_events_per_second"`
-	CPUSeconds           float64            `json:"flatline_cpu_seconds"`
-	CPUSecondsPerMillion float64            `json:"flatline_cpu_seconds_per_million_events"`
-	PeakRSSBytes         int64              `json:"flatline_peak_rss_bytes"`
-	CPUSplit             map[string]float64 `json:"cpu_seconds_by_process"`
-	RedisTop             []RedisCommand     `json:"redis_top_commands"`
-	Profile              string             `json:"cpu_profile,omitempty"`
-	Completed            bool               `json:"completed"`
-	WaitedSeconds        float64            `json:"waited_after_deadline_seconds"`
+	EventsPerSecond      float64 `json:"events_per_second"`
+	PeakPerSecond        float64 `json:"peak_events_per_second"`
+	CPUSeconds           float64 `json:"flatline_cpu_seconds"`
+	CPUSecondsPerMillion float64 `json:"flatline_cpu_seconds_per_million_events"`
+	PeakRSSBytes         int64   `json:"flatline_peak_rss_bytes"`
+	Cost
+	Completed     bool    `json:"completed"`
+	WaitedSeconds float64 `json:"waited_after_deadline_seconds"`
 	// Runs lists every run (each on a fresh Redis, Kafka and flatline);
 	// the figures above are those of the median run by drain rate.
 	Runs []MassRun `json:"runs,omitempty"`
@@ -85,19 +82,13 @@ func runMassOnce(ctx context.Context, o *options, run int) (*MassResult, error) 
 	if run == 0 {
 		res.Profile = o.profilePath("mass") // the first run's
 	}
-	fl, err := startFlatline(map[string]string{
-		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "log.level": "warn",
-		"shards.initial_count": fmt.Sprint(o.shards),
-	}, res.Profile)
+	// Firing needs a watermark: ingest is running (on an idle signals
+	// topic) and its high-water-mark probe raises it every 20 ms.
+	fl, err := infra.serve(ctx, o, nil, res.Profile)
 	if err != nil {
 		return nil, err
 	}
 	defer fl.Stop(15 * time.Second)
-	// Firing needs a watermark: ingest is running (on an idle signals
-	// topic) and its high-water-mark probe raises it every 20 ms.
-	if _, err := waitReady(ctx, st, fl, o.partitions, o.shards, 30*time.Second); err != nil {
-		return nil, err
-	}
 
 	// Uniqueness by the id's index, not a map of a million strings: the
 	// consumer shares the machine with flatline and should cost it little.
