@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,9 @@ type producer struct {
 	meta   []int32 // partition → leader broker id
 	metaAt time.Time
 	parts  []int // 0 … len(meta)-1, for the balancer
+	// maxBytes is the topic's max.message.bytes, read with the leaders:
+	// the largest record batch the brokers take for one partition.
+	maxBytes int
 }
 
 // send is one caller's messages and, once done is closed, their outcome:
@@ -205,8 +209,12 @@ func (p *producer) round(batch []*send) {
 		wg.Add(1)
 		go func(parts map[int][]ref) {
 			defer wg.Done()
-			if p.produce(ctx, parts) {
-				stale.Store(true)
+			// A partition's messages beyond one batch's bytes go in
+			// the next request to the same leader, in order.
+			for _, wave := range waves(parts, p.maxBytes-batchOverhead) {
+				if p.produce(ctx, wave) {
+					stale.Store(true)
+				}
 			}
 		}(parts)
 	}
@@ -214,6 +222,65 @@ func (p *producer) round(batch []*send) {
 	if stale.Load() {
 		p.renew()
 	}
+}
+
+// batchOverhead is what a record batch and its log entry add to the
+// records: the v2 batch header (61 bytes) and the offset and size before
+// it (12), rounded up.
+const batchOverhead = 100
+
+// recordSize bounds the bytes one message takes in a v2 record batch,
+// uncompressed: its key, value and headers, and per record at most 30 bytes
+// of lengths, attributes, timestamp and offset deltas.
+func recordSize(m *kafka.Message) int {
+	n := len(m.Key) + len(m.Value) + 30
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value) + 10
+	}
+	return n
+}
+
+// waves splits each partition's messages into runs whose batches stay
+// within budget bytes: the first run of every partition is the first wave,
+// and so on. A message larger than budget alone is a run (the broker
+// refuses it, and says so).
+func waves(parts map[int][]ref, budget int) []map[int][]ref {
+	var out []map[int][]ref
+	for part, refs := range parts {
+		w, size := 0, 0
+		for _, r := range refs {
+			n := recordSize(&r.s.msgs[r.i])
+			if size > 0 && size+n > budget {
+				w, size = w+1, 0
+			}
+			if w == len(out) {
+				out = append(out, map[int][]ref{})
+			}
+			out[w][part] = append(out[w][part], r)
+			size += n
+		}
+	}
+	return out
+}
+
+// defaultMaxBytes is Kafka's default max.message.bytes, taken when the
+// brokers do not say (DescribeConfigs denied).
+const defaultMaxBytes = 1048588
+
+// readMaxBytes asks the brokers for the topic's max.message.bytes.
+func (p *producer) readMaxBytes(ctx context.Context) int {
+	resp, err := p.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: p.topic, ConfigNames: []string{"max.message.bytes"},
+	}}})
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].Error != nil {
+		return defaultMaxBytes
+	}
+	for _, e := range resp.Resources[0].ConfigEntries {
+		if n, err := strconv.Atoi(e.ConfigValue); err == nil && e.ConfigName == "max.message.bytes" && n > batchOverhead {
+			return n
+		}
+	}
+	return defaultMaxBytes
 }
 
 // renew forgets the partition leaders and the Transport's view of the
@@ -300,6 +367,7 @@ func (p *producer) refresh(ctx context.Context) error {
 		}
 		meta[part.ID] = int32(part.Leader.ID)
 	}
+	p.maxBytes = p.readMaxBytes(ctx)
 	p.meta, p.metaAt = meta, time.Now()
 	p.parts = p.parts[:0]
 	for i := range meta {

@@ -1,0 +1,90 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// TestProduceRequestsStayUnderMaxMessageBytes: 64 concurrent sends of 200
+// events to one partition whose max.message.bytes is 16 KiB go out in
+// batches the broker takes, every event once. (Sent as one batch per
+// partition and round, they were refused MESSAGE_TOO_LARGE, retried for
+// ever.)
+func TestProduceRequestsStayUnderMaxMessageBytes(t *testing.T) {
+	t.Parallel()
+	const callers, each = 64, 200
+	k := testenv.Kafka(t, 1, testTopic)
+	setTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "16384")
+	m := metrics.New()
+	p, err := New(DefaultConfig(), testKafkaConfig(k.Brokers()), Options{Policy: testPolicy(), PadWindow: padWindow, Metrics: m, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(-time.Minute).UnixMilli()
+	var wg sync.WaitGroup
+	for c := 0; c < callers; c++ {
+		ms := make([]shard.Member, each)
+		for i := range ms {
+			ms[i] = shard.Member{ID: fmt.Sprintf("device-%02d-%03d", c, i), Score: shard.Score(deadline+int64(i), 0)}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Timeouts(ctx, 0, ms, nil, time.Now()); err != nil {
+				t.Errorf("caller %d: %v", c, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := counterValue(t, m.PublishErrors); got != 0 {
+		t.Errorf("%v failed produce attempts, want 0: a request went over max.message.bytes", got)
+	}
+	recs := testenv.ReadTopic(t, k.Brokers(), testTopic, 1)
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[string(r.Key)]++
+	}
+	if len(recs) != callers*each || len(seen) != callers*each {
+		t.Errorf("topic holds %d events of %d devices, want %d once each", len(recs), len(seen), callers*each)
+	}
+}
+
+// setTopicConfig sets one config of topic, as an operator would.
+func setTopicConfig(t *testing.T, brokers []string, topic, key, value string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = key, kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.Resources {
+		if r.ErrorCode != 0 {
+			t.Fatalf("alter %s %s=%s: error code %d", topic, key, value, r.ErrorCode)
+		}
+	}
+}
