@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -24,11 +23,7 @@ func TestEventsCompressedAsConfigured(t *testing.T) {
 			k := testenv.Kafka(t, 1, testTopic)
 			kc := testKafkaConfig(k.Brokers())
 			kc.Compression = name
-			p, err := New(DefaultConfig(), kc, Options{Policy: testPolicy(), PadWindow: padWindow, Metrics: metrics.New(), Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
+			p := publisherOn(t, kc, DefaultConfig(), metrics.New())
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			deadline := time.Now().Add(-time.Second).UnixMilli()

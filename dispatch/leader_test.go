@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -21,11 +20,7 @@ func TestLeaderMoveReroutesAtOnce(t *testing.T) {
 	const parts = 6
 	k := testenv.KafkaWith(t, []kfake.Opt{kfake.NumBrokers(3)}, parts, testTopic)
 	m := metrics.New()
-	p, err := New(DefaultConfig(), testKafkaConfig(k.Brokers()), Options{Policy: testPolicy(), PadWindow: padWindow, Metrics: m, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	publish := func(round int) time.Duration {

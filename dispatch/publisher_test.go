@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
@@ -32,7 +33,13 @@ const (
 
 func newTestPublisher(t *testing.T, brokers []string, cfg Config, m *metrics.Metrics) *Publisher {
 	t.Helper()
-	p, err := New(cfg, testKafkaConfig(brokers), Options{
+	return publisherOn(t, testKafkaConfig(brokers), cfg, m)
+}
+
+// publisherOn is newTestPublisher with a kafka section of the test's own.
+func publisherOn(t *testing.T, k kafkaconn.Config, cfg Config, m *metrics.Metrics) *Publisher {
+	t.Helper()
+	p, err := New(cfg, k, Options{
 		Policy: testPolicy(), PadWindow: padWindow, Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})

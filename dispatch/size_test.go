@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -27,11 +26,7 @@ func TestProduceRequestsStayUnderMaxMessageBytes(t *testing.T) {
 	k := testenv.Kafka(t, 1, testTopic)
 	setTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "16384")
 	m := metrics.New()
-	p, err := New(DefaultConfig(), testKafkaConfig(k.Brokers()), Options{Policy: testPolicy(), PadWindow: padWindow, Metrics: m, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	deadline := time.Now().Add(-time.Minute).UnixMilli()
