@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -56,7 +60,9 @@ type Publisher struct {
 	now      func() time.Time
 	log      *slog.Logger
 	errLog   logging.Limiter
-	batches  sync.Pool // *batch
+	// refusedOnce holds the reasons no retry fixes already logged.
+	refusedOnce sync.Map
+	batches     sync.Pool // *batch
 }
 
 // New builds a Publisher writing to k.TimeoutsTopic. It does not contact
@@ -280,12 +286,19 @@ func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 			failed = n
 			err = firstError(werrs)
 		}
+		reason := publishReason(err)
 		if p.m != nil {
-			p.m.PublishErrors.Inc()
+			p.m.PublishErrors.WithLabelValues(reason).Inc()
 		}
 		// Jittered, so that instances hitting the same broker failure do
 		// not retry in lockstep.
 		delay := retry.Jitter(backoff.Next())
+		if operatorMustAct(reason) && p.refused(reason) {
+			// Retrying keeps the events (they leave their shards only
+			// once acknowledged), but only an operator can end this: say
+			// so once per kind, at ERROR, beside the rate-limited WARNs.
+			p.log.Error("publish refused by Kafka, retrying until it is fixed", "reason", reason, "kind", kind, "err", err)
+		}
 		if ok, suppressed := p.errLog.Allow(ackedAt); ok {
 			p.log.Warn("publish failed, retrying", "kind", kind, "failed", failed, "attempt", attempt+1,
 				"retry_in", delay, "suppressed_since_last", suppressed, "err", err)
@@ -317,6 +330,41 @@ func (p *Publisher) acked(kind string, deadlines []int64, at time.Time) {
 func (p *Publisher) Close() error {
 	p.prod.Close()
 	return nil
+}
+
+// publishReason names why a produce attempt failed, for
+// flatline_publish_errors_total{reason}.
+func publishReason(err error) string {
+	var kerr kafka.Error
+	switch {
+	case errors.Is(err, kafka.MessageSizeTooLarge), errors.Is(err, kafka.RecordListTooLarge):
+		return "too_large"
+	case errors.Is(err, kafka.TopicAuthorizationFailed), errors.Is(err, kafka.ClusterAuthorizationFailed),
+		errors.Is(err, kafka.SASLAuthenticationFailed), errors.Is(err, kafka.TransactionalIDAuthorizationFailed):
+		return "authorization"
+	case errors.Is(err, kafka.NotLeaderForPartition), errors.Is(err, kafka.LeaderNotAvailable):
+		return "not_leader"
+	case errors.Is(err, kafka.UnknownTopicOrPartition):
+		return "unknown_topic"
+	case errors.Is(err, kafka.RequestTimedOut), errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &kerr):
+		return "other"
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return "network"
+	}
+	return "other"
+}
+
+// operatorMustAct: errors no retry fixes.
+func operatorMustAct(reason string) bool { return reason == "too_large" || reason == "authorization" }
+
+// refused reports whether reason is logged for the first time.
+func (p *Publisher) refused(reason string) bool {
+	_, seen := p.refusedOnce.LoadOrStore(reason, true)
+	return !seen
 }
 
 func firstError(errs kafka.WriteErrors) error {

@@ -213,7 +213,7 @@ func TestTimeoutsPublished(t *testing.T) {
 	if got := histogramCount(t, m.Lateness); got != uint64(len(cases)) {
 		t.Errorf("lateness observations = %d, want %d", got, len(cases))
 	}
-	if got := counterValue(t, m.PublishErrors); got != 0 {
+	if got := m.PublishErrorsTotal(); got != 0 {
 		t.Errorf("PublishErrors = %v", got)
 	}
 
@@ -383,7 +383,7 @@ func TestTimeoutsRetryUntilKafkaRecovers(t *testing.T) {
 				want[c.want.EventID] = c.want
 			}
 			checkRecords(t, testenv.ReadTopic(t, k.Brokers(), testTopic, testParts), want)
-			if got := counterValue(t, m.PublishErrors); got < 3 {
+			if got := m.PublishErrorsTotal(); got < 3 {
 				t.Errorf("PublishErrors = %v, want at least 3", got)
 			}
 			if got := counterValue(t, m.TimeoutsPublished); got != float64(len(cases)) {

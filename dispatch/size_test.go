@@ -3,10 +3,13 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -45,7 +48,7 @@ func TestProduceRequestsStayUnderMaxMessageBytes(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if got := counterValue(t, m.PublishErrors); got != 0 {
+	if got := m.PublishErrorsTotal(); got != 0 {
 		t.Errorf("%v failed produce attempts, want 0: a request went over max.message.bytes", got)
 	}
 	recs := testenv.ReadTopic(t, k.Brokers(), testTopic, 1)
@@ -81,5 +84,35 @@ func setTopicConfig(t *testing.T, brokers []string, topic, key, value string) {
 		if r.ErrorCode != 0 {
 			t.Fatalf("alter %s %s=%s: error code %d", topic, key, value, r.ErrorCode)
 		}
+	}
+}
+
+// TestRefusalsNoRetryFixesAreCountedAndSaidOnce: an event larger than the
+// topic's max.message.bytes is refused on every attempt. Each attempt is
+// counted under reason too_large, and the refusal is logged at ERROR once,
+// not once per attempt; the events are kept (retried) until ctx ends.
+func TestRefusalsNoRetryFixesAreCountedAndSaidOnce(t *testing.T) {
+	t.Parallel()
+	k := testenv.Kafka(t, 1, testTopic)
+	setTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "150")
+	m := metrics.New()
+	var logs testenv.SyncBuffer
+	p, err := New(DefaultConfig(), testKafkaConfig(k.Brokers()), Options{Policy: testPolicy(), PadWindow: padWindow, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	ms := []shard.Member{{ID: "a-device-whose-event-is-larger-than-the-topic-allows", Score: shard.Score(time.Now().UnixMilli(), 0)}}
+	if err := p.Timeouts(ctx, 0, ms, nil, time.Now()); err == nil {
+		t.Fatal("published an event the topic refuses")
+	}
+	attempts := testutil.ToFloat64(m.PublishErrors.WithLabelValues("too_large"))
+	if attempts < 2 || attempts != m.PublishErrorsTotal() {
+		t.Errorf("too_large attempts %v of %v failed ones; want every one of at least 2", attempts, m.PublishErrorsTotal())
+	}
+	if n := strings.Count(logs.String(), "level=ERROR msg=\"publish refused by Kafka"); n != 1 {
+		t.Errorf("refusal logged at ERROR %d times, want once:\n%s", n, logs.String())
 	}
 }

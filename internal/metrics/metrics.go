@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics is the set of flatline's collectors, registered on one registry.
@@ -29,7 +30,7 @@ type Metrics struct {
 
 	TimeoutsPublished  prometheus.Counter
 	RecoveredPublished prometheus.Counter
-	PublishErrors      prometheus.Counter
+	PublishErrors      *prometheus.CounterVec // reason: PublishReasons
 	Lateness           prometheus.Histogram
 
 	ShardSize    *prometheus.GaugeVec // shard
@@ -64,6 +65,11 @@ var InvalidReasons = []string{
 // FallbackKinds label flatline_heartbeats_fallback_total.
 var FallbackKinds = []string{"skew_corrected", "timeout_out_of_range", "unknown_class"}
 
+// PublishReasons label flatline_publish_errors_total: why a produce attempt
+// of events failed (dispatch's reason for an error). too_large and
+// authorization are the ones no retry fixes: an operator must act.
+var PublishReasons = []string{"not_leader", "unknown_topic", "timeout", "network", "too_large", "authorization", "other"}
+
 // LatenessBuckets resolve 1 ms to 10 s.
 var LatenessBuckets = []float64{.001, .002, .005, .01, .015, .02, .03, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10}
 
@@ -86,7 +92,6 @@ func New() *Metrics {
 		{&m.FetchErrors, "flatline_fetch_errors_total", "Fetches of the signals topic that failed; the partition's connection is reopened after a backoff."},
 		{&m.TimeoutsPublished, "flatline_timeouts_published_total", "Timeout events acknowledged by Kafka."},
 		{&m.RecoveredPublished, "flatline_recoveries_published_total", "Recovered events acknowledged by Kafka."},
-		{&m.PublishErrors, "flatline_publish_errors_total", "Failed produce attempts (retried)."},
 		{&m.ScanErrors, "flatline_scan_errors_total", "Scanner passes that failed."},
 		{&m.StaleDropped, "flatline_stale_copies_dropped_total", "Stale copies of a device in its previous shard dropped during a migration."},
 		{&m.ReplaysDropped, "flatline_replays_dropped_total", "Replayed heartbeats not later than a timeout their device already fired, dropped by the scanner instead of firing it again."},
@@ -122,6 +127,7 @@ func New() *Metrics {
 		return x
 	}
 	m.Invalid = cv("flatline_heartbeats_invalid_total", "Invalid heartbeats, by reason code.", "reason")
+	m.PublishErrors = cv("flatline_publish_errors_total", "Failed produce attempts of events (retried), by reason.", "reason")
 	m.Fallbacks = cv("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class).", "kind")
 	m.ConsumerLag = gv("flatline_consumer_lag_messages", "Messages not yet written to Redis, per signals partition this instance owns.", "partition")
 	m.ShardSize = gv("flatline_shard_devices", "Devices tracked per shard.", "shard")
@@ -138,6 +144,9 @@ func New() *Metrics {
 	}
 	for _, kind := range FallbackKinds {
 		m.Fallbacks.WithLabelValues(kind)
+	}
+	for _, reason := range PublishReasons {
+		m.PublishErrors.WithLabelValues(reason)
 	}
 	return m
 }
@@ -181,4 +190,17 @@ func (m *Metrics) SetCluster(c Cluster) {
 		m.WatermarkMs.Set(float64(c.WatermarkMs) / 1000)
 		m.WatermarkLag.Set(max(0, float64(c.Now.UnixMilli()-c.WatermarkMs)/1000))
 	}
+}
+
+// PublishErrorsTotal is flatline_publish_errors_total summed over its
+// reasons.
+func (m *Metrics) PublishErrorsTotal() float64 {
+	var sum float64
+	for _, r := range PublishReasons {
+		var d dto.Metric
+		if err := m.PublishErrors.WithLabelValues(r).Write(&d); err == nil {
+			sum += d.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
