@@ -6,7 +6,9 @@
 // order the records flow:
 //
 //   - a reader per assigned partition (fetch.go) fetches whole answers on
-//     its own connection and hands them on a chunk at a time;
+//     its own connection, read_committed (internal/kfetch: no transaction
+//     marker, no record of an aborted transaction), and hands them on a
+//     chunk at a time; an offset out of range moves by kafka.start_offset;
 //   - the batcher (batch.go) gathers chunks into batches and prepares each
 //     (process.go): it decodes the records (decode.go, with jsonscan.go and
 //     rfc3339.go; invalid ones go to the dead-letter topic), keeps the

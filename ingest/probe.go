@@ -13,6 +13,10 @@ import (
 func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*position) {
 	topic := in.opts.Kafka.SignalsTopic
 	partitions := 0
+	// The high-water mark (read_uncommitted), not the last stable offset
+	// the readers stop at: a plain record appended behind an open
+	// transaction cannot be read until the transaction ends, and the
+	// watermark must not pass it meanwhile.
 	reqs := make([]kafka.OffsetRequest, 0, len(pos))
 	for p := range pos {
 		reqs = append(reqs, kafka.LastOffsetOf(p))
@@ -33,7 +37,11 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 			clear(wms)
 			for _, po := range resp.Topics[topic] {
 				p := pos[po.Partition]
-				if po.Error != nil || p == nil {
+				// A partition whose reader has not confirmed its offset
+				// (a committed offset may lie past the log end) or is
+				// moving after an out-of-range one is not caught up,
+				// whatever its written offset says.
+				if po.Error != nil || p == nil || !p.readable() {
 					continue
 				}
 				lag := po.LastOffset - p.written.Load()

@@ -31,6 +31,11 @@ type Config struct {
 	// SessionTimeout is the consumer-group session timeout: how soon a dead
 	// instance's partitions move on. Default: 6s.
 	SessionTimeout time.Duration `config:"session_timeout"`
+	// StartOffset is where ingest starts reading a partition that has no
+	// committed offset, and where it moves when the committed offset is out
+	// of range (deleted by retention; the topic recreated; the log
+	// truncated): StartEarliest or StartLatest. Default: earliest.
+	StartOffset string `config:"start_offset"`
 	// TLS configures TLS to the brokers.
 	TLS tlsconf.Config `config:"tls"`
 	// SASL configures authentication.
@@ -45,6 +50,16 @@ type SASLConfig struct {
 	Password  string `config:"password"`
 }
 
+// The values of kafka.start_offset.
+const (
+	// StartEarliest reads from the partition's first offset: nothing
+	// still in the topic is missed.
+	StartEarliest = "earliest"
+	// StartLatest reads from the partition's last stable offset: only
+	// what is appended from then on.
+	StartLatest = "latest"
+)
+
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -54,6 +69,7 @@ func DefaultConfig() Config {
 		DeadLetterTopic: "device-signals-dlq",
 		GroupID:         "flatline",
 		SessionTimeout:  6 * time.Second,
+		StartOffset:     StartEarliest,
 	}
 }
 
@@ -84,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
 		return fmt.Errorf("kafka.session_timeout: must be within [1s, 5m], got %s", c.SessionTimeout)
+	}
+	if c.StartOffset != StartEarliest && c.StartOffset != StartLatest {
+		return fmt.Errorf("kafka.start_offset: want earliest or latest, got %q", c.StartOffset)
 	}
 	switch strings.ToUpper(c.SASL.Mechanism) {
 	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
