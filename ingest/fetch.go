@@ -161,7 +161,6 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	}
 	r.outage.Succeeded("partition", r.partition)
 	r.backoff.Reset()
-	r.pos.confirmed.Store(true)
 	res := &r.res
 	// Every record appended before this fetch was sent lies below the
 	// high-water mark it returned: once that is written, the partition's

@@ -37,19 +37,22 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 			clear(wms)
 			for _, po := range resp.Topics[topic] {
 				p := pos[po.Partition]
-				// A partition whose reader has not confirmed its offset
-				// (a committed offset may lie past the log end) or is
-				// moving after an out-of-range one is not caught up,
-				// whatever its written offset says.
-				if po.Error != nil || p == nil || !p.readable() {
+				if po.Error != nil || p == nil {
 					continue
 				}
 				lag := po.LastOffset - p.written.Load()
-				if lag <= 0 {
-					wms[po.Partition] = sent
-					lag = 0
-				} else {
+				switch {
+				case lag > 0:
 					p.addMark(mark{sentMs: sent, offset: po.LastOffset})
+				case lag == 0 && !p.moving():
+					wms[po.Partition] = sent
+				default:
+					// Written past the partition's end: a committed offset
+					// the partition does not hold (the topic recreated, the
+					// log truncated), or the reader is moving off one. The
+					// partition cannot be read from there, so it is not
+					// caught up, whatever its written offset says.
+					lag = 0
 				}
 				if in.opts.Metrics != nil {
 					in.opts.Metrics.ConsumerLag.WithLabelValues(strconv.Itoa(po.Partition)).Set(float64(lag))

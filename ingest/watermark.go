@@ -12,11 +12,6 @@ import (
 // position tracks, per partition, the next offset not yet written to Redis.
 type position struct {
 	written atomic.Int64
-	// confirmed is set once the reader fetched at its offset without an
-	// out-of-range answer: before that, written is an offset the partition
-	// may not hold (a committed offset past the log end), which a probe
-	// would take for caught up.
-	confirmed atomic.Bool
 	// resetting is the number of the reader's last out-of-range reset
 	// while the batch that carries it is not yet written, else 0. Until
 	// then written is where the partition was read, not where it is read.
@@ -37,11 +32,10 @@ type mark struct {
 // maxMarks bounds the pending probes per partition (the newest are kept).
 const maxMarks = 256
 
-// readable reports whether written is where the partition is read: only
-// then may a probe that finds nothing past it raise the watermark.
-func (p *position) readable() bool {
-	return p.confirmed.Load() && p.resetting.Load() == 0
-}
+// moving reports whether the reader moved off an out-of-range offset and
+// the batch that says so is not written yet: written is then where the
+// partition was read, not where it is read.
+func (p *position) moving() bool { return p.resetting.Load() != 0 }
 
 func (p *position) addMark(m mark) {
 	p.mu.Lock()
