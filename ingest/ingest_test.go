@@ -85,7 +85,7 @@ func (r *rig) start(t *testing.T, cfg ingest.Config) {
 	in, err := ingest.New(cfg, ingest.Options{
 		Store: r.store, Layout: w, Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: r.kcfg,
 		Metrics: r.metrics, Log: log,
-		Raised:  func(map[int]int64) { r.raised.Add(1) },
+		Raised: func(map[int]int64) { r.raised.Add(1) },
 		Hooks: ingest.Hooks{Committed: func(o map[int]int64) {
 			cp := make(map[int]int64, len(o))
 			for p, off := range o {
