@@ -22,7 +22,9 @@
 //   - the prober (probe.go) asks Kafka for the high-water marks of the owned
 //     partitions every ingest.probe_interval; a partition whose every record
 //     up to the mark is written gets the probe's send time as its
-//     watermark, so an idle partition does not hold firing back.
+//     watermark, so an idle partition does not hold firing back (one whose
+//     written offset lies past the mark, a committed offset the partition
+//     does not hold, is not caught up: its reader is about to move).
 //
 // Only after Redis (and the dead-letter topic) acknowledged a batch are its
 // offsets committed and the partitions' watermarks raised: a Redis outage
