@@ -66,8 +66,11 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 			// Split the last chunk: its tail starts the next batch.
 			last := &buf[len(buf)-1]
 			keep := len(last.msgs) - (n - size)
-			carry = append(carry, chunk{partition: last.partition, msgs: last.msgs[keep:]})
+			tail := *last // with its next: what the fetch skipped follows the tail
+			tail.msgs = last.msgs[keep:]
+			carry = append(carry, tail)
 			last.msgs = last.msgs[:keep:keep]
+			last.next = tail.msgs[0].Offset
 		}
 		var p *processor
 		select {

@@ -6,7 +6,9 @@
 // order the records flow:
 //
 //   - a reader per assigned partition (fetch.go) fetches whole answers on
-//     its own connection and hands them on a chunk at a time;
+//     its own connection, read_committed (internal/kfetch: no transaction
+//     marker, no record of an aborted transaction), and hands them on a
+//     chunk at a time; an offset out of range moves by kafka.start_offset;
 //   - the batcher (batch.go) gathers chunks into batches and prepares each
 //     (process.go): it decodes the records (decode.go, with jsonscan.go and
 //     rfc3339.go; invalid ones go to the dead-letter topic), keeps the
@@ -20,7 +22,9 @@
 //   - the prober (probe.go) asks Kafka for the high-water marks of the owned
 //     partitions every ingest.probe_interval; a partition whose every record
 //     up to the mark is written gets the probe's send time as its
-//     watermark, so an idle partition does not hold firing back.
+//     watermark, so an idle partition does not hold firing back (one whose
+//     written offset lies past the mark, a committed offset the partition
+//     does not hold, is not caught up: its reader is about to move).
 //
 // Only after Redis (and the dead-letter topic) acknowledged a batch are its
 // offsets committed and the partitions' watermarks raised: a Redis outage

@@ -9,6 +9,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/kfetch"
 	"github.com/flatline-dev/flatline/internal/retry"
 )
 
@@ -19,8 +21,8 @@ const (
 	// fetchMaxBytes bounds one fetch response.
 	fetchMaxBytes = 4 << 20
 	// fetchGrace is how long past fetchMaxWait a fetch's answer may take to
-	// begin, and how long the records of an answer may pause, before the
-	// connection is dropped and reopened at the next offset.
+	// arrive before the connection is dropped and reopened at the next
+	// offset.
 	fetchGrace = time.Second
 	// maxFetchGrace bounds the grace a partition reader grows for a broker
 	// slower than fetchGrace (see partitionReader.grace).
@@ -29,16 +31,31 @@ const (
 	chunkMax = 1024
 )
 
-// chunk is a run of consecutive records of one partition.
+// chunk is a run of consecutive records of one partition. Its records' keys
+// and values are its own (copied out of the fetch answer), so it holds until
+// the batch that takes it is written and dead-lettered.
 type chunk struct {
 	partition int
-	msgs      []kafka.Message
+	msgs      []kfetch.Record
+	// next is the offset after the chunk: past its records and, for a
+	// fetch's last chunk, past what the fetch skipped (transaction markers,
+	// records of aborted transactions, offsets compaction removed), so the
+	// written offset reaches the end of a partition that ends with those.
+	next int64
+	// sentMs is the injected clock when the fetch was sent: a producer's
+	// clock is believed only up to it for the watermark (SPEC §7 "Time").
+	sentMs int64
+	// reset is set on the record-less chunk that moves the partition to
+	// next after its offset was out of range (see partitionReader.reset).
+	reset uint64
 }
 
-// partitionReader reads one partition of the signals topic and feeds the
-// batcher. It fetches whole responses on its own connection to the
-// partition's leader and hands them on a chunk at a time: one hand-off and
-// one socket deadline per fetch, not per record as with kafka-go's Reader.
+// partitionReader reads one partition of the signals topic, read_committed,
+// and feeds the batcher. It fetches whole answers on its own connection to
+// the partition's leader (kfetch.Conn: control records and aborted
+// transactions are dropped there) and hands them on a chunk at a time: one
+// hand-off and one socket deadline per fetch, not per record as with
+// kafka-go's Reader.
 type partitionReader struct {
 	in        *Ingest
 	dialer    *kafka.Dialer
@@ -49,16 +66,17 @@ type partitionReader struct {
 	// next is the offset of the next record to hand on; a new connection
 	// starts there.
 	next int64
-	// grace stands for fetchGrace in this reader's socket deadlines. A
-	// broker that takes longer than fetchGrace to begin a large answer, or
-	// to go on with it, would fail every fetch of the partition the same
-	// way, for ever: so a fetch ended by its deadline doubles grace (up to
-	// maxFetchGrace) for the next, and a fetch that fetchGrace would have
-	// allowed brings it back.
+	// grace stands for fetchGrace in this reader's fetch deadlines. A
+	// broker that takes longer than fetchGrace to answer would fail every
+	// fetch of the partition the same way, for ever: so a fetch ended by
+	// its deadline doubles grace (up to maxFetchGrace) for the next, and a
+	// fetch that fetchGrace would have allowed brings it back.
 	grace time.Duration
-	// sizeHint is the capacity of the next chunk, the length of the last:
-	// a quiet partition's fetches bring a few records, a busy one's many.
-	sizeHint int
+	// res is the answer of the last fetch, reused: its buffers stop
+	// growing at the partition's largest answer.
+	res kfetch.Result
+	// resets counts the out-of-range resets of this reader.
+	resets uint64
 	// backoff spaces the connections that follow a failed fetch; outage
 	// logs such a run of failures once, and its end.
 	backoff retry.Backoff
@@ -68,15 +86,15 @@ type partitionReader struct {
 func (in *Ingest) newPartitionReader(dialer *kafka.Dialer, partition int, start int64, out chan<- chunk, pos *position) *partitionReader {
 	return &partitionReader{
 		in: in, dialer: dialer, partition: partition, out: out, pos: pos,
-		next: start, grace: fetchGrace, sizeHint: 16,
+		next: start, grace: fetchGrace,
 		backoff: retry.Backoff{Min: 10 * time.Millisecond, Max: time.Second},
 		outage:  retry.Outage{Log: in.opts.Log, Down: "fetch failing, retrying with backoff", Up: "fetch resumed"},
 	}
 }
 
 // run reads until ctx ends. After a fetch error — a fetch lost on the way
-// included: its socket deadline (fetchMaxWait + grace) ends it — it closes
-// the connection and opens a new one at the next offset, after a doubling
+// included: its deadline (fetchMaxWait + grace) ends it — it closes the
+// connection and opens a new one at the next offset, after a doubling
 // backoff (10 ms to 1 s).
 func (r *partitionReader) run(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -92,20 +110,19 @@ func (r *partitionReader) run(ctx context.Context) {
 	}
 }
 
-// readConn opens a connection to the partition's leader at r.next and
-// fetches on it until a fetch fails.
+// readConn opens a connection to the partition's leader and fetches on it
+// from r.next until a fetch fails.
 func (r *partitionReader) readConn(ctx context.Context) error {
-	conn, err := r.dial(ctx)
+	k := r.in.opts.Kafka
+	cfg := kfetch.DefaultConfig()
+	// The deadline of each fetch is its context's (see fetch); this only
+	// bounds the ListOffsets an out-of-range answer asks for.
+	cfg.MaxWait, cfg.MaxBytes, cfg.Grace = fetchMaxWait, fetchMaxBytes, maxFetchGrace
+	conn, err := kfetch.DialLeader(ctx, r.dialer, k.Brokers, k.SignalsTopic, r.partition, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	// Cancelling ctx unblocks a fetch in progress.
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	if err := r.seek(conn); err != nil {
-		return err
-	}
 	for {
 		if err := r.fetch(ctx, conn); err != nil {
 			return err
@@ -113,121 +130,129 @@ func (r *partitionReader) readConn(ctx context.Context) error {
 	}
 }
 
-func (r *partitionReader) dial(ctx context.Context) (*kafka.Conn, error) {
-	k := r.in.opts.Kafka
-	err := errors.New("no Kafka broker to dial")
-	for _, broker := range k.Brokers {
-		var conn *kafka.Conn
-		if conn, err = r.dialer.DialLeader(ctx, "tcp", broker, k.SignalsTopic, r.partition); err == nil {
-			return conn, nil
-		}
-	}
-	return nil, err
-}
-
 // fetch sends one fetch on conn and hands its records on. It returns nil
 // when conn may carry the next fetch.
-func (r *partitionReader) fetch(ctx context.Context, conn *kafka.Conn) error {
-	// The socket's deadlines, and how long the answer took, are the wall
+func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
+	// The fetch's deadline, and how long the answer took, are the wall
 	// clock's: the connection runs on it.
 	sentAt := time.Now()
-	if err := conn.SetReadDeadline(sentAt.Add(fetchMaxWait + r.grace)); err != nil {
-		return err
-	}
 	// The watermark the fetch may move is business time, on the injected
 	// clock like every watermark and deadline; read before the fetch goes
 	// out, it is never later than the send.
 	sentMs := r.in.opts.Now().UnixMilli()
-	b := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
-	// needed is the longest the fetch waited on the broker past what it
-	// may hold the fetch: for the answer to begin, then for each chunk.
-	needed := time.Since(sentAt) - fetchMaxWait
-	// Every record appended before this fetch was sent lies below the
-	// high-water mark it returned: once that is written, the partition's
-	// watermark may move to the send time, as with a probe.
-	if hwm := b.HighWaterMark(); b.Err() == nil && hwm > r.next {
-		r.pos.addMark(mark{sentMs: sentMs, offset: hwm})
+	fctx, cancel := context.WithDeadline(ctx, sentAt.Add(fetchMaxWait+r.grace))
+	err := conn.Fetch(fctx, r.in.opts.Kafka.SignalsTopic, r.partition, r.next, &r.res)
+	cancel()
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
-	// The records stream from the socket as they are read: hand them on a
-	// chunk at a time, so a slow batcher holds the fetch back instead of a
-	// whole response piling up in memory.
-	readFrom := time.Now()
-	_ = conn.SetReadDeadline(readFrom.Add(r.grace))
-	var msgs []kafka.Message
-	err, read := error(nil), 0
-	for err == nil {
-		var m kafka.Message
-		if m, err = b.ReadMessage(); err == nil {
-			read++
-			if msgs == nil {
-				msgs = make([]kafka.Message, 0, r.sizeHint)
-			}
-			msgs = append(msgs, m)
-		}
-		if len(msgs) == chunkMax || (err != nil && len(msgs) > 0) {
-			needed = max(needed, time.Since(readFrom))
-			r.outage.Succeeded("partition", r.partition)
-			r.backoff.Reset()
-			r.next = msgs[len(msgs)-1].Offset + 1
-			r.sizeHint = min(max(len(msgs), 16), chunkMax)
-			select {
-			case r.out <- chunk{partition: r.partition, msgs: msgs}:
-			case <-ctx.Done():
-				_ = b.Close()
-				return ctx.Err()
-			}
-			msgs = nil
-			readFrom = time.Now()
-			_ = conn.SetReadDeadline(readFrom.Add(r.grace))
-		}
-	}
-	r.next = max(r.next, b.Offset()) // past compacted-away offsets too
-	err = b.Close()
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		r.grace = min(2*r.grace, maxFetchGrace)
 		return err
 	}
-	if max(needed, time.Since(readFrom)) <= fetchGrace {
+	if time.Since(sentAt)-fetchMaxWait <= fetchGrace {
 		r.grace = fetchGrace
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, kafka.OffsetOutOfRange):
-		return r.seek(conn)
-	case errors.Is(err, kafka.RequestTimedOut) && (read > 0 || time.Since(sentAt) >= fetchMaxWait/2):
-		// kafka-go's word for two fetches that went well: an empty answer
-		// (nothing new within fetchMaxWait: every quiet partition, every
-		// 250 ms) and an answer read to its end after the deadline it was
-		// sent with (the batcher held the records back). The answer was
-		// read whole and kafka-go keeps the connection, so the next fetch
-		// goes out at once: a backoff and a new connection here would hold
-		// back the records that reach a quiet partition, and with them the
-		// firing watermark. (An empty answer much sooner than fetchMaxWait
-		// is a broker's own timeout error: that one backs off.)
-	default:
+	if errors.Is(err, kafka.OffsetOutOfRange) {
+		return r.reset(ctx, sentMs)
+	}
+	if err != nil {
 		return err
+	}
+	r.outage.Succeeded("partition", r.partition)
+	r.backoff.Reset()
+	res := &r.res
+	// Every record appended before this fetch was sent lies below the
+	// high-water mark it returned: once that is written, the partition's
+	// watermark may move to the send time, as with a probe. The mark is the
+	// high-water mark, not the last stable offset: the plain records behind
+	// an open transaction were appended too, and cannot be read until it
+	// ends, so an open transaction holds the watermark back.
+	if hwm := res.HighWatermark; hwm > r.next {
+		r.pos.addMark(mark{sentMs: sentMs, offset: hwm})
+	}
+	if res.NextOffset <= r.next {
+		return nil // nothing new
+	}
+	// A producer's clock is believed up to the moment the records arrived:
+	// with the decoder's max_skew on top, no heartbeat's time passes the
+	// fetch time + ingest.max_skew (SPEC §7 "Time").
+	arrived := r.in.opts.Now()
+	recs := res.Records
+	for len(recs) > 0 || r.next < res.NextOffset {
+		n := min(len(recs), chunkMax)
+		c := chunk{partition: r.partition, msgs: copyRecords(recs[:n], arrived), next: res.NextOffset, sentMs: sentMs}
+		recs = recs[n:]
+		if len(recs) > 0 {
+			c.next = recs[0].Offset
+		}
+		select {
+		case r.out <- c:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		r.next = c.next
 	}
 	return nil
 }
 
-// seek positions conn at r.next. An offset the partition no longer holds
-// (deleted by retention while flatline was away) moves to the first one it
-// holds, logged; an offset past the end is an error (retried).
-func (r *partitionReader) seek(conn *kafka.Conn) error {
-	_, err := conn.Seek(r.next, kafka.SeekAbsolute)
-	if !errors.Is(err, kafka.OffsetOutOfRange) {
-		return err
+// copyRecords copies recs, whose keys and values alias the reader's Result,
+// into a slice and one buffer of their own, and caps their times at
+// arrived: two allocations per chunk, not two per record.
+func copyRecords(recs []kfetch.Record, arrived time.Time) []kfetch.Record {
+	if len(recs) == 0 {
+		return nil
 	}
-	first, last, oerr := conn.ReadOffsets()
-	if oerr != nil {
-		return oerr
+	size := 0
+	for k := range recs {
+		size += len(recs[k].Key) + len(recs[k].Value)
 	}
-	if r.next >= first {
-		return fmt.Errorf("offset %d of partition %d is out of range [%d, %d]: %w", r.next, r.partition, first, last, err)
+	out := make([]kfetch.Record, len(recs))
+	buf := make([]byte, 0, size)
+	keep := func(b []byte) []byte {
+		if b == nil {
+			return nil // null stays null: a tombstone
+		}
+		buf = append(buf, b...)
+		return buf[len(buf)-len(b) : len(buf) : len(buf)]
 	}
-	r.in.opts.Log.Warn("committed offset no longer in the partition (retention); skipping to its first offset",
-		"partition", r.partition, "offset", r.next, "first", first, "skipped", first-r.next)
-	r.next = first
-	_, err = conn.Seek(first, kafka.SeekAbsolute)
-	return err
+	for k := range recs {
+		rec := &recs[k]
+		out[k] = kfetch.Record{Offset: rec.Offset, Time: rec.Time, Key: keep(rec.Key), Value: keep(rec.Value), LogAppendTime: rec.LogAppendTime}
+		if out[k].Time.After(arrived) {
+			out[k].Time = arrived
+		}
+	}
+	return out
+}
+
+// reset moves the reader to where kafka.start_offset points after the
+// broker answered that r.next is out of range: below the log start
+// (retention deleted it) or past the log end (the topic was recreated, an
+// unclean leader election truncated it). The partition is never left
+// unread; until the move is written the prober leaves its watermark alone
+// (position.beginReset), since the written offset is not where the
+// partition is read.
+func (r *partitionReader) reset(ctx context.Context, sentMs int64) error {
+	res := &r.res
+	policy := r.in.opts.Kafka.StartOffset
+	to := res.LogStartOffset
+	if policy == kafkaconn.StartLatest {
+		to = res.LastStableOffset
+	}
+	if to < 0 {
+		return fmt.Errorf("offset %d of partition %d out of range, and the partition's bounds unknown", r.next, r.partition)
+	}
+	r.in.opts.Log.Warn("offset out of range; resetting by kafka.start_offset",
+		"partition", r.partition, "offset", r.next, "reset_to", to, "start_offset", policy,
+		"log_start", res.LogStartOffset, "last_stable", res.LastStableOffset)
+	r.resets++
+	r.pos.beginReset(r.resets)
+	select {
+	case r.out <- chunk{partition: r.partition, next: to, sentMs: sentMs, reset: r.resets}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.next = to
+	return nil
 }

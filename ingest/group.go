@@ -7,6 +7,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/retry"
 )
 
@@ -25,7 +26,7 @@ func (in *Ingest) Run(ctx context.Context) error {
 		RebalanceTimeout:      in.opts.Kafka.SessionTimeout,
 		JoinGroupBackoff:      groupRetry,
 		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
-		StartOffset: kafka.FirstOffset,
+		StartOffset: in.startOffset(),
 		Logger:      kafka.LoggerFunc(func(string, ...any) {}),
 	})
 	if err != nil {
@@ -112,20 +113,37 @@ func (in *Ingest) client() (*kafka.Client, error) {
 	return &kafka.Client{Addr: kafka.TCP(in.opts.Kafka.Brokers...), Transport: tr, Timeout: 10 * time.Second}, nil
 }
 
-// resolveStarts turns the committed offsets (or "none") into concrete ones.
+// startOffset is kafka.start_offset in kafka-go's words: what the consumer
+// group reports as the offset of a partition without a committed one.
+func (in *Ingest) startOffset() int64 {
+	if in.opts.Kafka.StartOffset == kafkaconn.StartLatest {
+		return kafka.LastOffset
+	}
+	return kafka.FirstOffset
+}
+
+// resolveStarts turns the committed offsets (or kafka.start_offset where
+// there is none) into concrete ones. The latest offset is the last stable
+// one: a transaction open at the start is read once it commits.
 func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assigned []kafka.PartitionAssignment) (map[int]int64, error) {
 	out := make(map[int]int64, len(assigned))
 	var reqs []kafka.OffsetRequest
 	for _, a := range assigned {
 		out[a.ID] = a.Offset
-		if a.Offset < 0 {
+		switch a.Offset {
+		case kafka.FirstOffset:
 			reqs = append(reqs, kafka.FirstOffsetOf(a.ID))
+		case kafka.LastOffset:
+			reqs = append(reqs, kafka.LastOffsetOf(a.ID))
 		}
 	}
 	if len(reqs) == 0 {
 		return out, nil
 	}
-	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{in.opts.Kafka.SignalsTopic: reqs}})
+	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
+		Topics:         map[string][]kafka.OffsetRequest{in.opts.Kafka.SignalsTopic: reqs},
+		IsolationLevel: kafka.ReadCommitted,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +151,11 @@ func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assig
 		if po.Error != nil {
 			return nil, po.Error
 		}
-		out[po.Partition] = po.FirstOffset
+		if out[po.Partition] == kafka.LastOffset {
+			out[po.Partition] = po.LastOffset
+		} else {
+			out[po.Partition] = po.FirstOffset
+		}
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ type rig struct {
 	metrics   *metrics.Metrics
 	committed chan map[int]int64
 	have      map[int]int64 // offsets committed so far, as the hook saw them
+	raised    atomic.Int64  // times ingest raised watermarks in Redis (probe rounds included)
 	stop      func()
 }
 
@@ -48,7 +50,16 @@ func newRig(t *testing.T, redisArgs ...string) *rig {
 // newRigWith is newRig with an ingest configuration.
 func newRigWith(t *testing.T, cfg ingest.Config, redisArgs ...string) *rig {
 	t.Helper()
-	r := &rig{kafka: testenv.Kafka(t, 4, signals, dlq, "device-timeouts")}
+	r := newStoppedRig(t, redisArgs...)
+	r.start(t, cfg)
+	return r
+}
+
+// newStoppedRig is a rig whose ingest is not started yet: set r.kcfg, then
+// r.start.
+func newStoppedRig(t *testing.T, redisArgs ...string) *rig {
+	t.Helper()
+	r := &rig{kafka: testenv.Kafka(t, 4, signals, dlq, "device-timeouts"), stop: func() {}}
 	r.store, r.redis = testenv.Store(t, redisArgs...)
 	r.kcfg = kafkaconn.DefaultConfig()
 	r.kcfg.Brokers = r.kafka.Brokers()
@@ -56,7 +67,6 @@ func newRigWith(t *testing.T, cfg ingest.Config, redisArgs ...string) *rig {
 	r.metrics = metrics.New()
 	r.committed = make(chan map[int]int64, 1000)
 	r.have = make(map[int]int64)
-	r.start(t, cfg)
 	return r
 }
 
@@ -75,6 +85,7 @@ func (r *rig) start(t *testing.T, cfg ingest.Config) {
 	in, err := ingest.New(cfg, ingest.Options{
 		Store: r.store, Layout: w, Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: r.kcfg,
 		Metrics: r.metrics, Log: log,
+		Raised: func(map[int]int64) { r.raised.Add(1) },
 		Hooks: ingest.Hooks{Committed: func(o map[int]int64) {
 			cp := make(map[int]int64, len(o))
 			for p, off := range o {

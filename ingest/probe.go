@@ -13,6 +13,10 @@ import (
 func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*position) {
 	topic := in.opts.Kafka.SignalsTopic
 	partitions := 0
+	// The high-water mark (read_uncommitted), not the last stable offset
+	// the readers stop at: a plain record appended behind an open
+	// transaction cannot be read until the transaction ends, and the
+	// watermark must not pass it meanwhile.
 	reqs := make([]kafka.OffsetRequest, 0, len(pos))
 	for p := range pos {
 		reqs = append(reqs, kafka.LastOffsetOf(p))
@@ -37,11 +41,18 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 					continue
 				}
 				lag := po.LastOffset - p.written.Load()
-				if lag <= 0 {
-					wms[po.Partition] = sent
-					lag = 0
-				} else {
+				switch {
+				case lag > 0:
 					p.addMark(mark{sentMs: sent, offset: po.LastOffset})
+				case lag == 0 && !p.moving():
+					wms[po.Partition] = sent
+				default:
+					// Written past the partition's end: a committed offset
+					// the partition does not hold (the topic recreated, the
+					// log truncated), or the reader is moving off one. The
+					// partition cannot be read from there, so it is not
+					// caught up, whatever its written offset says.
+					lag = 0
 				}
 				if in.opts.Metrics != nil {
 					in.opts.Metrics.ConsumerLag.WithLabelValues(strconv.Itoa(po.Partition)).Set(float64(lag))

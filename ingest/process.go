@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
+	"github.com/flatline-dev/flatline/internal/kfetch"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
@@ -27,6 +28,7 @@ type processor struct {
 	dead    []kafka.Message
 	offsets map[int]int64
 	wms     map[int]int64
+	resets  map[int]uint64    // partition → the reset number a chunk of the batch carried
 	limiter *logging.Limiter  // shared by a generation's processors
 	outage  *retry.Outage     // shared likewise: an outage is logged once, not per processor
 	back    []shard.Recovered // found by writeRedis, reported by finish
@@ -64,7 +66,7 @@ func newProcessors(in *Ingest, n int) []*processor {
 		Up:   "ingest resumed"}
 	ps := make([]*processor, n)
 	for k := range ps {
-		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), co: co, limiter: limiter, outage: outage}
+		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), resets: make(map[int]uint64), co: co, limiter: limiter, outage: outage}
 	}
 	return ps
 }
@@ -81,6 +83,7 @@ func (p *processor) reset() {
 	p.dead = p.dead[:0]
 	clear(p.offsets)
 	clear(p.wms)
+	clear(p.resets)
 }
 
 // prepare decodes the chunks' records, keeps the newest state per device and
@@ -95,7 +98,19 @@ func (p *processor) prepare(chunks []chunk) {
 	for _, c := range chunks {
 		n += len(c.msgs)
 		for k := range c.msgs {
-			p.prepareOne(c.partition, &c.msgs[k])
+			msg := &c.msgs[k]
+			// A producer's clock ahead of the fetch never raises the
+			// watermark past the fetch's send (SPEC §7 "Time").
+			if ts := min(msg.Time.UnixMilli(), c.sentMs); ts > p.wms[c.partition] {
+				p.wms[c.partition] = ts
+			}
+			p.prepareOne(c.partition, msg)
+		}
+		// A partition's chunks come in offset order: the last one's next
+		// is past everything the batch read of it, skipped offsets too.
+		p.offsets[c.partition] = c.next
+		if c.reset != 0 {
+			p.resets[c.partition] = c.reset
 		}
 	}
 	p.in.opts.Metrics.HeartbeatsConsumed.Add(float64(n))
@@ -111,13 +126,9 @@ func (p *processor) prepare(chunks []chunk) {
 }
 
 // prepareOne decodes one record of partition into the batch.
-func (p *processor) prepareOne(partition int, msg *kafka.Message) {
+func (p *processor) prepareOne(partition int, msg *kfetch.Record) {
 	in := p.in
 	m := in.opts.Metrics
-	p.offsets[partition] = msg.Offset + 1
-	if ts := msg.Time.UnixMilli(); ts > p.wms[partition] {
-		p.wms[partition] = ts
-	}
 	reason, ok := in.dec.Decode(msg.Key, msg.Value, msg.Time, &p.hb)
 	if !ok {
 		m.Invalid.WithLabelValues(string(reason)).Inc()
@@ -317,7 +328,7 @@ func (p *processor) countFallbacks() {
 }
 
 // deadLetter copies an invalid message for the dead-letter topic.
-func (p *processor) deadLetter(partition int, msg *kafka.Message, reason Reason) {
+func (p *processor) deadLetter(partition int, msg *kfetch.Record, reason Reason) {
 	in := p.in
 	source := in.opts.Kafka.SignalsTopic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(msg.Offset, 10)
 	if ok, suppressed := p.limiter.Allow(in.opts.Now()); ok {

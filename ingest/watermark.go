@@ -12,6 +12,10 @@ import (
 // position tracks, per partition, the next offset not yet written to Redis.
 type position struct {
 	written atomic.Int64
+	// resetting is the number of the reader's last out-of-range reset
+	// while the batch that carries it is not yet written, else 0. Until
+	// then written is where the partition was read, not where it is read.
+	resetting atomic.Uint64
 
 	// marks are high-water-mark probes that found the partition not yet
 	// fully written: once the written offset reaches a mark's offset, every
@@ -28,6 +32,11 @@ type mark struct {
 // maxMarks bounds the pending probes per partition (the newest are kept).
 const maxMarks = 256
 
+// moving reports whether the reader moved off an out-of-range offset and
+// the batch that says so is not written yet: written is then where the
+// partition was read, not where it is read.
+func (p *position) moving() bool { return p.resetting.Load() != 0 }
+
 func (p *position) addMark(m mark) {
 	p.mu.Lock()
 	if len(p.marks) == maxMarks {
@@ -37,11 +46,37 @@ func (p *position) addMark(m mark) {
 	p.mu.Unlock()
 }
 
-// reached drops the marks the written offset has reached and returns the
-// latest send time among them (0 if none).
-func (p *position) reached(written int64) int64 {
+// beginReset records the reader's reset number n: the batches read before
+// it move neither the written offset nor the watermark, and the marks taken
+// at the old offsets go.
+func (p *position) beginReset(n uint64) {
+	p.mu.Lock()
+	p.resetting.Store(n)
+	p.marks = p.marks[:0]
+	p.mu.Unlock()
+}
+
+// wrote moves the written offset to off once a batch is written, reset
+// being the reset number it carries for the partition (0: none). It returns
+// the latest send time among the marks off reached (0 if none), and false
+// for a batch read before a reset still under way, whose offsets no longer
+// say where the partition is read.
+func (p *position) wrote(off int64, reset uint64) (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if cur := p.resetting.Load(); cur != 0 {
+		if reset != cur {
+			return 0, false
+		}
+		p.resetting.Store(0)
+	}
+	p.written.Store(off)
+	return p.reached(off), true
+}
+
+// reached drops the marks the written offset has reached and returns the
+// latest send time among them (0 if none). p.mu is held.
+func (p *position) reached(written int64) int64 {
 	var t int64
 	k := 0
 	for k < len(p.marks) && p.marks[k].offset <= written {

@@ -32,8 +32,16 @@ func (in *Ingest) writer(ctx context.Context, commits, raises *pendingMax, pos m
 			p := w.p
 			offsets, wms := p.written()
 			for part, off := range offsets {
-				pos[part].written.Store(off)
-				if t := pos[part].reached(off); t > wms[part] {
+				t, ok := pos[part].wrote(off, p.resets[part])
+				if !ok {
+					// Read before the partition's offset was reset: neither
+					// its offsets nor its record times say where the
+					// partition stands now.
+					delete(offsets, part)
+					delete(wms, part)
+					continue
+				}
+				if t > wms[part] {
 					wms[part] = t
 				}
 			}

@@ -35,6 +35,11 @@ type Config struct {
 	// Compression compresses the produced events and dead letters: none,
 	// gzip, snappy, lz4 or zstd. Default: none.
 	Compression string `config:"compression"`
+	// StartOffset is where ingest starts reading a partition that has no
+	// committed offset, and where it moves when the committed offset is out
+	// of range (deleted by retention; the topic recreated; the log
+	// truncated): StartEarliest or StartLatest. Default: earliest.
+	StartOffset string `config:"start_offset"`
 	// TLS configures TLS to the brokers.
 	TLS tlsconf.Config `config:"tls"`
 	// SASL configures authentication.
@@ -49,6 +54,16 @@ type SASLConfig struct {
 	Password  string `config:"password"`
 }
 
+// The values of kafka.start_offset.
+const (
+	// StartEarliest reads from the partition's first offset: nothing
+	// still in the topic is missed.
+	StartEarliest = "earliest"
+	// StartLatest reads from the partition's last stable offset: only
+	// what is appended from then on.
+	StartLatest = "latest"
+)
+
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -59,6 +74,7 @@ func DefaultConfig() Config {
 		GroupID:         "flatline",
 		SessionTimeout:  6 * time.Second,
 		Compression:     "none",
+		StartOffset:     StartEarliest,
 	}
 }
 
@@ -100,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if _, ok := codecs[c.Compression]; !ok {
 		return fmt.Errorf("kafka.compression: want none, gzip, snappy, lz4 or zstd, got %q", c.Compression)
+	}
+	if c.StartOffset != StartEarliest && c.StartOffset != StartLatest {
+		return fmt.Errorf("kafka.start_offset: want earliest or latest, got %q", c.StartOffset)
 	}
 	switch strings.ToUpper(c.SASL.Mechanism) {
 	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
