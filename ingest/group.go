@@ -75,12 +75,27 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		gen.Start(func(gctx context.Context) { <-gctx.Done() })
 		return
 	}
+	// The start offsets are asked inside the generation and asked again
+	// until they come: returning here instead would leave the partitions
+	// assigned to this instance — kafka-go keeps the membership alive —
+	// but never read, committed or probed until the next rebalance.
+	gen.Start(func(gctx context.Context) {
+		unresolved := retry.Outage{Log: in.opts.Log, Down: "cannot resolve start offsets, retrying", Up: "start offsets resolved"}
+		starts, err := retry.Value(gctx, retry.Backoff{Min: 20 * time.Millisecond, Max: time.Second}, func(err error) { unresolved.Failed(err) },
+			func() (map[int]int64, error) { return in.resolveStarts(gctx, client, assigned) })
+		if err != nil {
+			return // the generation ended first
+		}
+		unresolved.Succeeded()
+		in.startPartitions(gen, client, assigned, starts)
+	})
+}
+
+// startPartitions starts the rest of a generation once its start offsets
+// are known: a reader per partition, the batcher, the writer, the commit
+// and raise loops and the prober.
+func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, assigned []kafka.PartitionAssignment, starts map[int]int64) {
 	pos := make(map[int]*position, len(assigned))
-	starts, err := in.resolveStarts(ctx, client, assigned)
-	if err != nil {
-		in.opts.Log.Warn("cannot resolve start offsets", "err", err)
-		return
-	}
 	msgs := make(chan chunk, 64)
 	dialer, _ := in.opts.Kafka.Dialer()
 	for _, a := range assigned {
