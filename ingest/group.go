@@ -88,6 +88,9 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		}
 		unresolved.Succeeded()
 		in.startPartitions(gen, client, assigned, starts)
+		// kafka-go ends a generation as soon as any of its functions
+		// returns: this one stays until the generation ends.
+		<-gctx.Done()
 	})
 }
 
