@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -24,8 +23,7 @@ func TestEventsCompressedAsConfigured(t *testing.T) {
 			kc := testKafkaConfig(k.Brokers())
 			kc.Compression = name
 			p := publisherOn(t, kc, DefaultConfig(), metrics.New())
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testenv.Context(t, 30*time.Second)
 			deadline := time.Now().Add(-time.Second).UnixMilli()
 			detected := time.UnixMilli(deadline + 10)
 			cases, overrides := everyCombination(deadline, detected, 3)

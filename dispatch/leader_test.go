@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -21,8 +20,7 @@ func TestLeaderMoveReroutesAtOnce(t *testing.T) {
 	k := testenv.KafkaWith(t, []kfake.Opt{kfake.NumBrokers(3)}, parts, testTopic)
 	m := metrics.New()
 	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 60*time.Second)
 	publish := func(round int) time.Duration {
 		deadline := time.Now().Add(-time.Second).UnixMilli() + int64(round)
 		detected := time.UnixMilli(deadline + 10)

@@ -192,8 +192,7 @@ func TestTimeoutsPublished(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
 	k, p := kafkaPublisher(t, m)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 
 	deadline := time.Now().Add(-time.Second).UnixMilli()
 	detected := time.UnixMilli(deadline + 1500)
@@ -244,8 +243,7 @@ func TestRecoveredPublished(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
 	k, p := kafkaPublisher(t, m)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 
 	rs := []timeouts.Recovery{
 		{DeviceID: "d-42", DownSinceMs: 1763683260123, SeenAtMs: 1763683300000},
@@ -331,8 +329,7 @@ func TestTimeoutsRetryUntilKafkaRecovers(t *testing.T) {
 			t.Parallel()
 			m := metrics.New()
 			k, p := kafkaPublisher(t, m)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
+			ctx := testenv.Context(t, 30*time.Second)
 
 			var failing atomic.Bool
 			failing.Store(true)
@@ -442,8 +439,7 @@ func TestConcurrentCallersShareProduceRequests(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Linger = 300 * time.Millisecond
 	p := newTestPublisher(t, k.Brokers(), cfg, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 
 	const callers, each = 8, 5
 	start := make(chan struct{})
@@ -483,8 +479,7 @@ func TestClosedPublisher(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 10*time.Second)
 	if err := p.Timeouts(ctx, 0, []shard.Member{{ID: "d-1"}}, nil, time.Now()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Timeouts after Close = %v, want ErrClosed", err)
 	}
@@ -515,8 +510,7 @@ func TestEventsKeyedToJavaPartitions(t *testing.T) {
 	const parts = 4
 	k := testenv.Kafka(t, parts, testTopic)
 	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 	due := make([]shard.Member, 60)
 	for i := range due {
 		due[i] = shard.Member{ID: fmt.Sprintf("dev-%03d", i), Score: shard.Score(time.Now().UnixMilli(), 0)}

@@ -30,8 +30,7 @@ func TestProduceRequestsStayUnderMaxMessageBytes(t *testing.T) {
 	setTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "16384")
 	m := metrics.New()
 	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 60*time.Second)
 	deadline := time.Now().Add(-time.Minute).UnixMilli()
 	var wg sync.WaitGroup
 	for c := 0; c < callers; c++ {
@@ -102,8 +101,7 @@ func TestRefusalsNoRetryFixesAreCountedAndSaidOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 3*time.Second)
 	ms := []shard.Member{{ID: "a-device-whose-event-is-larger-than-the-topic-allows", Score: shard.Score(time.Now().UnixMilli(), 0)}}
 	if err := p.Timeouts(ctx, 0, ms, nil, time.Now()); err == nil {
 		t.Fatal("published an event the topic refuses")

@@ -50,8 +50,7 @@ func nextLine(t *testing.T, lines <-chan string, within time.Duration) (string, 
 func TestTailFromBeginning(t *testing.T) {
 	t.Parallel()
 	k, p := kafkaPublisher(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 
 	now := time.Now()
 	var due []shard.Member
@@ -99,8 +98,7 @@ func TestTailFromBeginning(t *testing.T) {
 func TestTailFromEnd(t *testing.T) {
 	t.Parallel()
 	k, p := kafkaPublisher(t, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 
 	now := time.Now()
 	var old []shard.Member
@@ -135,8 +133,7 @@ func TestTailFromEnd(t *testing.T) {
 func TestTailUnknownTopic(t *testing.T) {
 	t.Parallel()
 	k := testenv.Kafka(t, 1, "other")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 	err := Tail(ctx, testKafkaConfig(k.Brokers()), true, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), testTopic) {
 		t.Fatalf("Tail of a missing topic = %v, want an error naming it", err)

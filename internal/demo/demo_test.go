@@ -14,12 +14,12 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 func TestStartKafka(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 	brokers, stop, err := demo.StartKafka(ctx, 3, "device-signals", "device-timeouts")
 	if err != nil {
 		t.Fatal(err)

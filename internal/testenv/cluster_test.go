@@ -1,7 +1,6 @@
 package testenv_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -13,8 +12,7 @@ import (
 // and that a cluster client reaches keys on all of them.
 func TestRedisCluster(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 	start := time.Now()
 	c := testenv.RedisCluster(t, 3)
 	t.Logf("3-master cluster ready in %v: %v", time.Since(start).Round(time.Millisecond), c.Addrs())

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // These tests pin down that the kafka-go APIs flatline relies on work against
@@ -25,8 +26,7 @@ const partitions = 4
 
 func TestKafkaWriterReader(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t, time.Minute)
 	k := testenv.Kafka(t, partitions, "signals")
 
 	w := &kafka.Writer{
@@ -134,8 +134,7 @@ func groupConfig(brokers []string) kafka.ConsumerGroupConfig {
 
 func TestKafkaConsumerGroupCommit(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t, time.Minute)
 	k := testenv.Kafka(t, partitions, "signals")
 
 	g, err := kafka.NewConsumerGroup(groupConfig(k.Brokers()))
@@ -228,8 +227,7 @@ func TestKafkaConsumerGroupCommit(t *testing.T) {
 
 func TestKafkaUnknownTopicNotCreated(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 	k := testenv.Kafka(t, 1, "signals")
 	w := &kafka.Writer{
 		Addr:                   kafka.TCP(k.Brokers()...),
@@ -266,8 +264,7 @@ func TestKafkaBrokersAreLoopbackTCP(t *testing.T) {
 // non-retriable one.
 func TestKafkaFaults(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 30*time.Second)
 	k := testenv.Kafka(t, 1, "events")
 	w := &kafka.Writer{
 		Addr:            kafka.TCP(k.Brokers()...),

@@ -10,10 +10,22 @@
 package testenv
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"testing"
+	"time"
 )
+
+// Context returns a context that expires after d and is cancelled when the
+// test ends, so a test waiting on a hung broker or server fails after d
+// instead of at go test's -timeout. Not t.Context(): it has no deadline.
+func Context(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // Prefix returns a Redis key prefix unique to this test ("t" and 12 random
 // hex digits), so tests sharing a server never see each other's keys.

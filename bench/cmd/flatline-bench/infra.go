@@ -16,12 +16,14 @@ import (
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/shard"
 )
 
 // scenarioInfra is what a scenario runs against: a fresh kfake with
 // flatline's topics and a fresh redis-server with the store over it.
 type scenarioInfra struct {
+	kc      kafkaconn.Config // the default settings, whose topics brokers serve
 	brokers []string
 	rp      *redisProc
 	st      *shard.Store
@@ -46,7 +48,7 @@ func startInfra(ctx context.Context, o *options) (*scenarioInfra, error) {
 		stopKafka()
 		return nil, err
 	}
-	return &scenarioInfra{brokers: brokers, rp: rp, st: st, stop: func() { rp.Close(); stopKafka() }}, nil
+	return &scenarioInfra{kc: kc, brokers: brokers, rp: rp, st: st, stop: func() { rp.Close(); stopKafka() }}, nil
 }
 
 // serve starts flatline with every role on this infrastructure, with

@@ -98,13 +98,12 @@ type RedisCommand struct {
 }
 
 func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
-	kc := configs.Default().Kafka
 	infra, err := startInfra(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	defer infra.stop()
-	brokers, rp, st := infra.brokers, infra.rp, infra.st
+	kc, brokers, rp, st := infra.kc, infra.brokers, infra.rp, infra.st
 	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
 	res := &IngestResult{Devices: o.ingestDevices, Heartbeats: rounds * o.ingestDevices, Partitions: o.partitions, Shards: o.shards}
 	ids := deviceIDs("dev-", o.ingestDevices)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -49,13 +48,12 @@ type eventFields struct {
 
 // runLateness runs scenario 2 with rate background heartbeats per second.
 func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, error) {
-	kc := configs.Default().Kafka
 	infra, err := startInfra(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	defer infra.stop()
-	brokers, rp, st := infra.brokers, infra.rp, infra.st
+	kc, brokers, rp, st := infra.kc, infra.brokers, infra.rp, infra.st
 	res := &LatenessResult{Devices: o.latDevices, BackgroundRate: rate, Probes: o.latProbes, SpreadSeconds: o.latSpread.Seconds()}
 
 	// The fleet: deadlines 40–100 s out, so none expires during the run;

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/flatline-dev/flatline/configs"
 )
 
 // MassResult is scenario 3: every device silent at once.
@@ -71,13 +69,12 @@ func runMass(ctx context.Context, o *options) (*MassResult, error) {
 }
 
 func runMassOnce(ctx context.Context, o *options, run int) (*MassResult, error) {
-	kc := configs.Default().Kafka
 	infra, err := startInfra(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	defer infra.stop()
-	brokers, rp, st := infra.brokers, infra.rp, infra.st
+	kc, brokers, rp, st := infra.kc, infra.brokers, infra.rp, infra.st
 	res := &MassResult{Devices: o.massDevices}
 	if run == 0 {
 		res.Profile = o.profilePath("mass") // the first run's

@@ -29,8 +29,7 @@ import (
 // the shards of a 16- and a 32-shard layout on all three masters.
 func TestStoreOnCluster(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t, 45*time.Second)
 	c := testenv.RedisCluster(t, 3)
 	cfg := configs.Default()
 	cfg.Redis.Addrs = c.Addrs()
