@@ -92,6 +92,12 @@ Start with 'flatline dev' for a zero-setup demo.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// cobra adds each command's --help only once it has found the command,
+	// so while it looks for the command it takes an unknown --help for a
+	// flag with a value: "--help --config f.yaml" became --help=--config and
+	// the command "f.yaml". Declared here, persistent, every command
+	// (cobra's help and completion included) knows it takes no value.
+	root.PersistentFlags().BoolP("help", "h", false, "help for the command")
 	root.PersistentFlags().StringVar(&r.configFile, "config", "", "configuration file (YAML); FLATLINE_* environment variables override it")
 	root.PersistentFlags().StringVar(&r.logLevel, "log-level", "", "log level: debug, info, warn, error (overrides log.level)")
 	root.AddCommand(
