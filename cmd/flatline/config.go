@@ -15,26 +15,37 @@ func newConfigCmd(r *rootOptions) *cobra.Command {
 		Example: `  flatline config print
   flatline config validate /etc/flatline/flatline.yaml`,
 	}
-	cmd.AddCommand(&cobra.Command{
+	var printOut outputOptions
+	printCmd := &cobra.Command{
 		Use:   "print",
 		Short: "Print the effective configuration (defaults, file, environment), secrets redacted",
 		Example: `  flatline config print
   flatline config print --config flatline.yaml
-  FLATLINE_SCANNER_GRACE=50ms flatline config print`,
+  FLATLINE_SCANNER_GRACE=50ms flatline config print
+  flatline config print -o json | jq .redis`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := printOut.Validate(); err != nil {
+				return err
+			}
 			cfg, err := r.load(nil)
 			if err != nil {
 				return err
 			}
-			out, err := cfg.Redacted()
+			redacted := cfg.Redacted
+			if printOut.JSON() {
+				redacted = cfg.RedactedJSON
+			}
+			out, err := redacted()
 			if err != nil {
 				return err
 			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err
 		},
-	}, &cobra.Command{
+	}
+	printOut.register(printCmd, false)
+	cmd.AddCommand(printCmd, &cobra.Command{
 		Use:     "validate [FILE]",
 		Short:   "Check a configuration file (and the environment); exit non-zero naming the bad key",
 		Example: `  flatline config validate flatline.yaml`,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -113,14 +114,30 @@ Start with 'flatline dev' for a zero-setup demo.`,
 	return root
 }
 
+// versionInfo is `flatline version -o json`.
+type versionInfo struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"go_version"`
+}
+
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var o outputOptions
+	cmd := &cobra.Command{
 		Use:     "version",
 		Short:   "Print the version",
 		Args:    cobra.NoArgs,
-		Example: "  flatline version",
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "flatline %s\n", version)
+		Example: "  flatline version\n  flatline version -o json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if o.JSON() {
+				return writeJSON(cmd.OutOrStdout(), versionInfo{Version: version, GoVersion: runtime.Version()})
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "flatline %s\n", version)
+			return err
 		},
 	}
+	o.register(cmd, false)
+	return cmd
 }
