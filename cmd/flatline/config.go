@@ -47,7 +47,7 @@ func newConfigCmd(r *rootOptions) *cobra.Command {
 	printOut.register(printCmd, false)
 	cmd.AddCommand(printCmd, &cobra.Command{
 		Use:     "validate [FILE]",
-		Short:   "Check a configuration file (and the environment); exit non-zero naming the bad key",
+		Short:   "Check a configuration file and the FLATLINE_* environment; exit non-zero naming the bad key or variable",
 		Example: `  flatline config validate flatline.yaml`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,7 +55,9 @@ func newConfigCmd(r *rootOptions) *cobra.Command {
 			if len(args) == 1 {
 				file = args[0]
 			}
-			if _, err := configs.Load(configs.LoadOptions{File: file, Env: r.env}); err != nil {
+			// Strict, unlike serve: a variable that names no key fails here,
+			// before a deploy, rather than being a warning in the logs after.
+			if _, err := configs.Load(configs.LoadOptions{File: file, Env: r.env, StrictEnv: true}); err != nil {
 				return err
 			}
 			name := file

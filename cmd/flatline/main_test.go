@@ -62,3 +62,21 @@ func TestAnUnknownCommandIsOneLine(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+func TestConfigValidateFailsNamingAnUnknownVariable(t *testing.T) {
+	t.Parallel()
+	env := []string{"FLATLINE_SCANER_GRACE=50ms", "FLATLINE_SERVICE_HOST=10.96.0.12"}
+	r := run(t, env, "config", "validate")
+	want := "flatline: environment variable FLATLINE_SCANER_GRACE is not a flatline setting (did you mean FLATLINE_SCANNER_GRACE?)\n"
+	if r.code == 0 || r.stderr != want || r.stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q, want %q", r.code, r.stdout, r.stderr, want)
+	}
+	// Other commands only warn (serve logs it): config print still prints.
+	if r := run(t, env, "config", "print"); r.code != 0 {
+		t.Fatalf("config print: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// A Kubernetes service link alone is not a mistake.
+	if r := run(t, env[1:], "config", "validate"); r.code != 0 || r.stdout != "defaults and environment: ok\n" {
+		t.Fatalf("service link: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
