@@ -42,12 +42,12 @@ func newDeviceCmd(r *rootOptions) *cobra.Command {
 }
 
 func (o *deviceGetOptions) run(ctx context.Context, r *rootOptions, id string, out io.Writer) error {
-	cfg, store, closeStore, err := r.connect(ctx)
+	cfg, store, closeStore, err := r.connectReader(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	policy, err := app.LoadPolicy(ctx, store, cfg.Timeouts)
+	policy, err := app.ReadPolicy(ctx, store, cfg.Timeouts)
 	if err != nil {
 		return err
 	}

@@ -10,11 +10,13 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/logging"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -43,14 +45,24 @@ func (r *rootOptions) load(set map[string]string) (*configs.Config, error) {
 	return configs.Load(configs.LoadOptions{File: r.configFile, Env: r.env, Set: set})
 }
 
-// connect loads the configuration and opens the Redis store; close it with
-// the returned func.
+// connect loads the configuration and opens the Redis store for a command
+// that writes; close it with the returned func.
 func (r *rootOptions) connect(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
+	return r.open(ctx, app.Connect)
+}
+
+// connectReader is connect for a read command, which must not change Redis
+// (SPEC §8): it loads no scripts, and the command calls none.
+func (r *rootOptions) connectReader(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
+	return r.open(ctx, app.ConnectReader)
+}
+
+func (r *rootOptions) open(ctx context.Context, connect func(context.Context, redisconn.Config) (redis.UniversalClient, *shard.Store, error)) (*configs.Config, *shard.Store, func(), error) {
 	cfg, err := r.load(nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rdb, store, err := app.Connect(ctx, cfg.Redis)
+	rdb, store, err := connect(ctx, cfg.Redis)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -48,7 +48,7 @@ func newStatusCmd(r *rootOptions) *cobra.Command {
 }
 
 func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) error {
-	_, store, closeStore, err := r.connect(ctx)
+	_, store, closeStore, err := r.connectReader(ctx)
 	if err != nil {
 		return err
 	}
