@@ -114,6 +114,8 @@ func TestReadCommandsNeverWriteToRedis(t *testing.T) {
 		{"device", "get", "nosuch"},
 		{"shards", "status"},
 		{"shards", "status", "-o", "json"},
+		{"devices", "down"},
+		{"devices", "down", "--class", "cam", "-o", "json"},
 		{"config", "print"},
 	} {
 		before := snapshot(t, f.rdb)

@@ -98,3 +98,43 @@ func TestShardsStatusPrintsJSON(t *testing.T) {
 		t.Fatalf("text: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+func TestDevicesDownListsTheTimedOut(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	ctx := context.Background()
+	ids, err := f.store.RegisterClasses(ctx, []string{"cam"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for id, meta := range map[string]shard.Meta{"d-cam": shard.NewMeta(ids[0], 0), "d-plain": 0} {
+		z := redis.Z{Score: shard.Score(since.UnixMilli(), meta), Member: id}
+		if err := f.rdb.ZAdd(ctx, f.store.Keys().Down(0), z).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := run(t, f.env, "devices", "down", "--class", "cam", "-o", "json")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	var list rebalance.DownList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(list.Devices) != 1 || list.Truncated {
+		t.Fatalf("got %+v", list)
+	}
+	d := list.Devices[0]
+	if d.DeviceID != "d-cam" || d.Class != "cam" || d.DeadlineMs != since.UnixMilli() || d.DownForMs < time.Hour.Milliseconds() {
+		t.Fatalf("got %+v", d)
+	}
+
+	r = run(t, f.env, "devices", "down", "--limit", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "DOWN FOR") || !strings.Contains(r.stdout, "(the first 1 found; --limit 0 lists all)") {
+		t.Fatalf("text: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, f.env, "devices", "down", "--limit", "-1"); r.code == 0 || !strings.Contains(r.stderr, "--limit: must not be negative") {
+		t.Fatalf("--limit -1: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

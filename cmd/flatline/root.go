@@ -120,6 +120,7 @@ Start with 'flatline dev' for a zero-setup demo.`,
 		newTailCmd(r),
 		newShardsCmd(r),
 		newDeviceCmd(r),
+		newDevicesCmd(r),
 		newConfigCmd(r),
 		newVersionCmd(),
 	)
