@@ -17,6 +17,9 @@ type LoadOptions struct {
 	// environment: lists comma-separated, timeouts.classes as
 	// "name=duration,...".
 	Set map[string]string
+	// StrictEnv makes a FLATLINE_* variable that names no key an error
+	// instead of a warning in Config.Warnings: for `config validate`.
+	StrictEnv bool
 }
 
 // setting is one value from one source. Every source is parsed into
@@ -65,7 +68,7 @@ func assemble(opts LoadOptions, data []byte) (*Config, error) {
 		}
 		settings = append(settings, s...)
 	}
-	s, warnings, err := parseEnv(opts.Env)
+	s, warnings, err := parseEnv(opts.Env, opts.StrictEnv)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,9 @@ package configs
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -39,6 +42,75 @@ func (c *Config) Redacted() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// RedactedJSON is Redacted as one JSON document, for `flatline config print
+// -o json`: the same keys in the same order, durations as the same strings
+// ("90s"), secrets redacted alike.
+func (c *Config) RedactedJSON() ([]byte, error) {
+	root, err := c.node("")
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := nodeJSON(&buf, root); err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, buf.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// nodeJSON writes a node made by node or toNode as JSON. It walks the nodes
+// rather than decoding the YAML into maps so that the keys keep
+// flatline.yaml's order.
+func nodeJSON(buf *bytes.Buffer, n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.MappingNode:
+		buf.WriteByte('{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			k, _ := json.Marshal(n.Content[i].Value)
+			buf.Write(k)
+			buf.WriteByte(':')
+			if err := nodeJSON(buf, n.Content[i+1]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	case yaml.SequenceNode:
+		buf.WriteByte('[')
+		for i, item := range n.Content {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := nodeJSON(buf, item); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case yaml.ScalarNode:
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return fmt.Errorf("%s: %w", n.Value, err)
+		}
+		if f, ok := v.(float64); ok && (math.IsInf(f, 0) || math.IsNaN(f)) {
+			v = n.Value // JSON has no infinity
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		buf.Write(b)
+	default:
+		return fmt.Errorf("unexpected YAML node kind %v", n.Kind)
+	}
+	return nil
 }
 
 // node renders the section at prefix ("" = the whole config).

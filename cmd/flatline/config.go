@@ -15,28 +15,39 @@ func newConfigCmd(r *rootOptions) *cobra.Command {
 		Example: `  flatline config print
   flatline config validate /etc/flatline/flatline.yaml`,
 	}
-	cmd.AddCommand(&cobra.Command{
+	var printOut outputOptions
+	printCmd := &cobra.Command{
 		Use:   "print",
 		Short: "Print the effective configuration (defaults, file, environment), secrets redacted",
 		Example: `  flatline config print
   flatline config print --config flatline.yaml
-  FLATLINE_SCANNER_GRACE=50ms flatline config print`,
+  FLATLINE_SCANNER_GRACE=50ms flatline config print
+  flatline config print -o json | jq .redis`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := printOut.Validate(); err != nil {
+				return err
+			}
 			cfg, err := r.load(nil)
 			if err != nil {
 				return err
 			}
-			out, err := cfg.Redacted()
+			redacted := cfg.Redacted
+			if printOut.JSON() {
+				redacted = cfg.RedactedJSON
+			}
+			out, err := redacted()
 			if err != nil {
 				return err
 			}
 			_, err = cmd.OutOrStdout().Write(out)
 			return err
 		},
-	}, &cobra.Command{
+	}
+	printOut.register(printCmd, false)
+	cmd.AddCommand(printCmd, &cobra.Command{
 		Use:     "validate [FILE]",
-		Short:   "Check a configuration file (and the environment); exit non-zero naming the bad key",
+		Short:   "Check a configuration file and the FLATLINE_* environment; exit non-zero naming the bad key or variable",
 		Example: `  flatline config validate flatline.yaml`,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,7 +55,9 @@ func newConfigCmd(r *rootOptions) *cobra.Command {
 			if len(args) == 1 {
 				file = args[0]
 			}
-			if _, err := configs.Load(configs.LoadOptions{File: file, Env: r.env}); err != nil {
+			// Strict, unlike serve: a variable that names no key fails here,
+			// before a deploy, rather than being a warning in the logs after.
+			if _, err := configs.Load(configs.LoadOptions{File: file, Env: r.env, StrictEnv: true}); err != nil {
 				return err
 			}
 			name := file

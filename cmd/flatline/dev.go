@@ -21,6 +21,7 @@ and prints a live line per second: devices tracked, resets/s, timeouts/s, latene
 		Args: cobra.NoArgs,
 		// RunDev validates o (DevOptions.Validate) before it starts anything.
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Version = version
 			return demo.RunDev(cmd.Context(), o, cmd.OutOrStdout(), r.stderr, r.logLevel)
 		},
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -15,14 +14,14 @@ import (
 
 // deviceGetOptions are the flags of `flatline device get`.
 type deviceGetOptions struct {
-	json bool
+	output outputOptions
 }
 
 func newDeviceCmd(r *rootOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "device",
 		Short:   "Inspect one device",
-		Example: `  flatline device get d-42 --json`,
+		Example: `  flatline device get d-42 -o json`,
 	}
 	var o deviceGetOptions
 	get := &cobra.Command{
@@ -31,21 +30,24 @@ func newDeviceCmd(r *rootOptions) *cobra.Command {
 		Example: `  flatline device get d-42`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.output.Validate(); err != nil {
+				return err
+			}
 			return o.run(cmd.Context(), r, args[0], cmd.OutOrStdout())
 		},
 	}
-	get.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	o.output.register(get, true)
 	cmd.AddCommand(get)
 	return cmd
 }
 
 func (o *deviceGetOptions) run(ctx context.Context, r *rootOptions, id string, out io.Writer) error {
-	cfg, store, closeStore, err := r.connect(ctx)
+	cfg, store, closeStore, err := r.connectReader(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	policy, err := app.LoadPolicy(ctx, store, cfg.Timeouts)
+	policy, err := app.ReadPolicy(ctx, store, cfg.Timeouts)
 	if err != nil {
 		return err
 	}
@@ -53,10 +55,8 @@ func (o *deviceGetOptions) run(ctx context.Context, r *rootOptions, id string, o
 	if err != nil {
 		return err
 	}
-	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(d)
+	if o.output.JSON() {
+		return writeJSON(out, d)
 	}
 	fmt.Fprintf(out, "device:   %s\n", d.DeviceID)
 	fmt.Fprintf(out, "tracked:  %v\n", d.Tracked)

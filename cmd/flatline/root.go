@@ -7,13 +7,16 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/logging"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -42,14 +45,24 @@ func (r *rootOptions) load(set map[string]string) (*configs.Config, error) {
 	return configs.Load(configs.LoadOptions{File: r.configFile, Env: r.env, Set: set})
 }
 
-// connect loads the configuration and opens the Redis store; close it with
-// the returned func.
+// connect loads the configuration and opens the Redis store for a command
+// that writes; close it with the returned func.
 func (r *rootOptions) connect(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
+	return r.open(ctx, app.Connect)
+}
+
+// connectReader is connect for a read command, which must not change Redis
+// (SPEC §8): it loads no scripts, and the command calls none.
+func (r *rootOptions) connectReader(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
+	return r.open(ctx, app.ConnectReader)
+}
+
+func (r *rootOptions) open(ctx context.Context, connect func(context.Context, redisconn.Config) (redis.UniversalClient, *shard.Store, error)) (*configs.Config, *shard.Store, func(), error) {
 	cfg, err := r.load(nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rdb, store, err := app.Connect(ctx, cfg.Redis)
+	rdb, store, err := connect(ctx, cfg.Redis)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -92,6 +105,12 @@ Start with 'flatline dev' for a zero-setup demo.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// cobra adds each command's --help only once it has found the command,
+	// so while it looks for the command it takes an unknown --help for a
+	// flag with a value: "--help --config f.yaml" became --help=--config and
+	// the command "f.yaml". Declared here, persistent, every command
+	// (cobra's help and completion included) knows it takes no value.
+	root.PersistentFlags().BoolP("help", "h", false, "help for the command")
 	root.PersistentFlags().StringVar(&r.configFile, "config", "", "configuration file (YAML); FLATLINE_* environment variables override it")
 	root.PersistentFlags().StringVar(&r.logLevel, "log-level", "", "log level: debug, info, warn, error (overrides log.level)")
 	root.AddCommand(
@@ -101,20 +120,37 @@ Start with 'flatline dev' for a zero-setup demo.`,
 		newTailCmd(r),
 		newShardsCmd(r),
 		newDeviceCmd(r),
+		newDevicesCmd(r),
 		newConfigCmd(r),
 		newVersionCmd(),
 	)
 	return root
 }
 
+// versionInfo is `flatline version -o json`.
+type versionInfo struct {
+	Version   string `json:"version"`
+	GoVersion string `json:"go_version"`
+}
+
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
+	var o outputOptions
+	cmd := &cobra.Command{
 		Use:     "version",
 		Short:   "Print the version",
 		Args:    cobra.NoArgs,
-		Example: "  flatline version",
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "flatline %s\n", version)
+		Example: "  flatline version\n  flatline version -o json",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			if o.JSON() {
+				return writeJSON(cmd.OutOrStdout(), versionInfo{Version: version, GoVersion: runtime.Version()})
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "flatline %s\n", version)
+			return err
 		},
 	}
+	o.register(cmd, false)
+	return cmd
 }

@@ -48,5 +48,6 @@ func (o *serveOptions) run(ctx context.Context, r *rootOptions) error {
 	if err != nil {
 		return err
 	}
+	a.Metrics.SetVersion(version)
 	return a.Run(ctx)
 }

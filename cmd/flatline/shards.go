@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -26,7 +25,7 @@ func newShardsCmd(r *rootOptions) *cobra.Command {
 
 // statusOptions are the flags of `flatline shards status`.
 type statusOptions struct {
-	json bool
+	output outputOptions
 }
 
 func newStatusCmd(r *rootOptions) *cobra.Command {
@@ -35,18 +34,21 @@ func newStatusCmd(r *rootOptions) *cobra.Command {
 		Use:   "status",
 		Short: "Show the layout, per-shard size, next deadline, owner and migration progress",
 		Example: `  flatline shards status
-  flatline shards status --json | jq .migration`,
+  flatline shards status -o json | jq .migration`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.output.Validate(); err != nil {
+				return err
+			}
 			return o.run(cmd.Context(), r, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print the /status JSON document")
+	o.output.register(cmd, true) // json: the /status document
 	return cmd
 }
 
 func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) error {
-	_, store, closeStore, err := r.connect(ctx)
+	_, store, closeStore, err := r.connectReader(ctx)
 	if err != nil {
 		return err
 	}
@@ -55,10 +57,8 @@ func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) 
 	if err != nil {
 		return err
 	}
-	if o.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+	if o.output.JSON() {
+		return writeJSON(out, st)
 	}
 	printStatus(out, st)
 	return nil

@@ -24,8 +24,25 @@ import (
 const connectTimeout = 5 * time.Second
 
 // Connect opens the Redis client, checks it answers and loads the scripts.
-// The inspecting commands of cmd/flatline connect the same way as serve.
+// serve and the commands that write (shards scale) connect this way.
 func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *shard.Store, error) {
+	rdb, store, err := ConnectReader(ctx, rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := store.LoadScripts(pctx); err != nil {
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
+	}
+	return rdb, store, nil
+}
+
+// ConnectReader opens the Redis client and checks it answers, loading no
+// scripts: the read commands of cmd/flatline (device get, shards status)
+// send Redis nothing that changes it, not even its script cache.
+func ConnectReader(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *shard.Store, error) {
 	rdb, err := redisconn.New(rc)
 	if err != nil {
 		return nil, nil, err
@@ -34,10 +51,6 @@ func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if err := store.Ping(pctx); err != nil {
-		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
-	}
-	if err := store.LoadScripts(pctx); err != nil {
 		_ = rdb.Close()
 		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
 	}
@@ -176,6 +189,13 @@ func LoadPolicy(ctx context.Context, store *shard.Store, tc timeouts.Config) (*t
 	if _, err := store.RegisterClasses(ctx, names); err != nil {
 		return nil, err
 	}
+	return ReadPolicy(ctx, store, tc)
+}
+
+// ReadPolicy returns the policy over the class registry as Redis holds it,
+// registering nothing: for the read commands. A configured class that no
+// instance registered yet has no id, which is no loss: no score carries it.
+func ReadPolicy(ctx context.Context, store *shard.Store, tc timeouts.Config) (*timeouts.Policy, error) {
 	reg, err := store.ClassNames(ctx)
 	if err != nil {
 		return nil, err

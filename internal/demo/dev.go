@@ -25,6 +25,8 @@ type DevOptions struct {
 	Silent   float64
 	Duration time.Duration
 	HTTPAddr string
+	// Version labels flatline_build_info: cmd/flatline's main.version.
+	Version string
 }
 
 // Validate checks the options; the error names the flags of `flatline dev`.
@@ -73,6 +75,9 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 	a, err := app.New(ctx, cfg, log, app.Hooks{})
 	if err != nil {
 		return err
+	}
+	if o.Version != "" {
+		a.Metrics.SetVersion(o.Version)
 	}
 	fmt.Fprintf(out, "flatline dev: Kafka %v (embedded), Redis %s (%s)\n", brokers, redisAddr, kind)
 	fmt.Fprintf(out, "  status page: http://%s/   (JSON: /status, Prometheus: /metrics)\n", a.HTTP.Addr())

@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -49,6 +50,10 @@ type Metrics struct {
 	LayoutCount    prometheus.Gauge
 	LayoutPrevious prometheus.Gauge
 	Misplaced      prometheus.Gauge
+
+	// BuildInfo is flatline_build_info{version, goversion}: one series,
+	// always 1, so dashboards can join on the running version.
+	BuildInfo *prometheus.GaugeVec
 
 	clusterMu     sync.Mutex
 	clusterShards int // shard label values SetCluster last exported
@@ -133,6 +138,8 @@ func New() *Metrics {
 	m.ShardSize = gv("flatline_shard_devices", "Devices tracked per shard.", "shard")
 	m.DueBacklog = gv("flatline_shard_due_backlog", "Members due but not yet fired per shard (held by the watermark or in flight).", "shard")
 	m.LeaseOwned = gv("flatline_scanner_lease_owned", "1 when this instance owns the shard's scanner lease.", "shard")
+	m.BuildInfo = gv("flatline_build_info", "Always 1; labelled with the version flatline was built as and the Go version it was built with.", "version", "goversion")
+	m.SetVersion(UnknownVersion)
 	m.Lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "flatline_detection_lateness_seconds", Help: "Time from a device's deadline to Kafka acknowledging its timeout event.",
 		Buckets: LatenessBuckets,
@@ -149,6 +156,17 @@ func New() *Metrics {
 		m.PublishErrors.WithLabelValues(reason)
 	}
 	return m
+}
+
+// UnknownVersion labels flatline_build_info until SetVersion is called.
+const UnknownVersion = "unknown"
+
+// SetVersion labels flatline_build_info with the binary's version. The
+// version is set at link time in cmd/flatline (main.version), which only the
+// composition root can read, so it is handed down rather than looked up.
+func (m *Metrics) SetVersion(version string) {
+	m.BuildInfo.Reset()
+	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 }
 
 // Cluster is the state every instance shares through Redis: the layout, the

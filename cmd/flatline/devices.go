@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/rebalance"
+)
+
+// devicesDownOptions are the flags of `flatline devices down`.
+type devicesDownOptions struct {
+	class  string
+	limit  int
+	output outputOptions
+}
+
+// Validate checks the flags, naming the one that is wrong.
+func (o *devicesDownOptions) Validate() error {
+	if o.limit < 0 {
+		return fmt.Errorf("--limit: must not be negative, got %d", o.limit)
+	}
+	return o.output.Validate()
+}
+
+func newDevicesCmd(r *rootOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "devices",
+		Short:   "Inspect the fleet",
+		Example: `  flatline devices down --class camera`,
+	}
+	var o devicesDownOptions
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "List the devices timed out now (within dispatch.recovery_window): class, deadline, down for",
+		Example: `  flatline devices down
+  flatline devices down --class camera --limit 20
+  flatline devices down -o json | jq '.devices[].device_id'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), r, cmd.OutOrStdout(), time.Now())
+		},
+	}
+	down.Flags().StringVar(&o.class, "class", "", "only devices of this class")
+	down.Flags().IntVar(&o.limit, "limit", 1000, "list at most this many (0 = all)")
+	o.output.register(down, false)
+	cmd.AddCommand(down)
+	return cmd
+}
+
+func (o *devicesDownOptions) run(ctx context.Context, r *rootOptions, out io.Writer, now time.Time) error {
+	cfg, store, closeStore, err := r.connectReader(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	policy, err := app.ReadPolicy(ctx, store, cfg.Timeouts)
+	if err != nil {
+		return err
+	}
+	list, err := rebalance.ListDown(ctx, store, policy, rebalance.DownQuery{
+		Class: o.class, Limit: o.limit, Window: cfg.Dispatch.RecoveryWindow, Pad: cfg.Ingest.CoalesceWindow,
+	}, now)
+	if err != nil {
+		return err
+	}
+	if o.output.JSON() {
+		return writeJSON(out, list)
+	}
+	if len(list.Devices) == 0 {
+		fmt.Fprintln(out, "no device is down")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tCLASS\tDEADLINE\tDOWN FOR")
+	for _, d := range list.Devices {
+		class := d.Class
+		if class == "" {
+			class = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.DeviceID, class, fmtMs(d.DeadlineMs), (time.Duration(d.DownForMs) * time.Millisecond).Round(time.Second))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if list.Truncated {
+		fmt.Fprintf(out, "(the first %d found; --limit 0 lists all)\n", len(list.Devices))
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/rebalance"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// fleet is a redis-server holding a one-shard layout under its own prefix,
+// and the environment that points the command line at it.
+type fleet struct {
+	store *shard.Store
+	rdb   redis.UniversalClient
+	env   []string
+}
+
+func newFleet(t *testing.T) fleet {
+	t.Helper()
+	store, srv := testenv.Store(t)
+	ctx := context.Background()
+	if _, err := store.SetLayout(ctx, 0, shard.Layout{Count: 1, SinceMs: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	return fleet{store: store, rdb: store.Client(), env: []string{
+		"FLATLINE_REDIS_ADDRS=" + srv.Addr(),
+		"FLATLINE_REDIS_KEY_PREFIX=" + store.Keys().Prefix(),
+		"FLATLINE_TIMEOUTS_CLASSES=cam=30s",
+	}}
+}
+
+// track makes device id tracked in shard 0 with deadline, in class (a name
+// the registry already holds, or "").
+func (f fleet) track(t *testing.T, id, class string, deadline time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	classID := 0
+	if class != "" {
+		ids, err := f.store.RegisterClasses(ctx, []string{class})
+		if err != nil {
+			t.Fatal(err)
+		}
+		classID = ids[0]
+	}
+	score := shard.Score(deadline.UnixMilli(), shard.NewMeta(classID, 0))
+	if err := f.rdb.ZAdd(ctx, f.store.Keys().Deadlines(0), redis.Z{Score: score, Member: id}).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeviceGetPrintsJSON(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	deadline := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	f.track(t, "d-1", "cam", deadline)
+	for _, flag := range []string{"--json", "-o=json", "--output=json"} {
+		r := run(t, f.env, "device", "get", "d-1", flag)
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("%s: exit %d, stderr %q", flag, r.code, r.stderr)
+		}
+		var d rebalance.Device
+		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+			t.Fatalf("%s: not JSON: %v\n%s", flag, err, r.stdout)
+		}
+		want := rebalance.Device{DeviceID: "d-1", Tracked: true, DeadlineMs: deadline.UnixMilli(), TimeoutMs: 30000, Class: "cam"}
+		if d != want {
+			t.Fatalf("%s: got %+v, want %+v", flag, d, want)
+		}
+	}
+}
+
+func TestShardsStatusPrintsJSON(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.track(t, "d-1", "", time.Now().Add(time.Minute))
+	f.track(t, "d-2", "", time.Now().Add(time.Minute))
+	for _, flag := range []string{"--json", "-o=json"} {
+		r := run(t, f.env, "shards", "status", flag)
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("%s: exit %d, stderr %q", flag, r.code, r.stderr)
+		}
+		var st rebalance.Status
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatalf("%s: not JSON: %v\n%s", flag, err, r.stdout)
+		}
+		if st.Layout.Count != 1 || st.Tracked != 2 {
+			t.Fatalf("%s: got %+v", flag, st)
+		}
+	}
+	if r := run(t, f.env, "shards", "status"); r.code != 0 || !strings.Contains(r.stdout, "tracked devices: 2") {
+		t.Fatalf("text: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestDevicesDownListsTheTimedOut(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	ctx := context.Background()
+	ids, err := f.store.RegisterClasses(ctx, []string{"cam"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for id, meta := range map[string]shard.Meta{"d-cam": shard.NewMeta(ids[0], 0), "d-plain": 0} {
+		z := redis.Z{Score: shard.Score(since.UnixMilli(), meta), Member: id}
+		if err := f.rdb.ZAdd(ctx, f.store.Keys().Down(0), z).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := run(t, f.env, "devices", "down", "--class", "cam", "-o", "json")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	var list rebalance.DownList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	if len(list.Devices) != 1 || list.Truncated {
+		t.Fatalf("got %+v", list)
+	}
+	d := list.Devices[0]
+	if d.DeviceID != "d-cam" || d.Class != "cam" || d.DeadlineMs != since.UnixMilli() || d.DownForMs < time.Hour.Milliseconds() {
+		t.Fatalf("got %+v", d)
+	}
+
+	r = run(t, f.env, "devices", "down", "--limit", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "DOWN FOR") || !strings.Contains(r.stdout, "(the first 1 found; --limit 0 lists all)") {
+		t.Fatalf("text: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := run(t, f.env, "devices", "down", "--limit", "-1"); r.code == 0 || !strings.Contains(r.stderr, "--limit: must not be negative") {
+		t.Fatalf("--limit -1: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
