@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -42,15 +41,11 @@ func newDeviceCmd(r *rootOptions) *cobra.Command {
 }
 
 func (o *deviceGetOptions) run(ctx context.Context, r *rootOptions, id string, out io.Writer) error {
-	cfg, store, closeStore, err := r.connectReader(ctx)
+	cfg, store, policy, closeStore, err := r.readDevices(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	policy, err := app.ReadPolicy(ctx, store, cfg.Timeouts)
-	if err != nil {
-		return err
-	}
 	d, err := rebalance.GetDevice(ctx, store, policy, id, cfg.Ingest.CoalesceWindow)
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -57,15 +56,11 @@ func newDevicesCmd(r *rootOptions) *cobra.Command {
 }
 
 func (o *devicesDownOptions) run(ctx context.Context, r *rootOptions, out io.Writer, now time.Time) error {
-	cfg, store, closeStore, err := r.connectReader(ctx)
+	cfg, store, policy, closeStore, err := r.readDevices(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	policy, err := app.ReadPolicy(ctx, store, cfg.Timeouts)
-	if err != nil {
-		return err
-	}
 	list, err := rebalance.ListDown(ctx, store, policy, rebalance.DownQuery{
 		Class: o.class, Limit: o.limit, Window: cfg.Dispatch.RecoveryWindow, Pad: cfg.Ingest.CoalesceWindow,
 	}, now)

@@ -18,6 +18,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; the
@@ -55,6 +56,22 @@ func (r *rootOptions) connect(ctx context.Context) (*configs.Config, *shard.Stor
 // (SPEC §8): it loads no scripts, and the command calls none.
 func (r *rootOptions) connectReader(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
 	return r.open(ctx, app.ConnectReader)
+}
+
+// readDevices is connectReader for the commands that read devices: they
+// also need the timeout policy (class names and timeouts), read from the
+// class registry without registering anything.
+func (r *rootOptions) readDevices(ctx context.Context) (*configs.Config, *shard.Store, *timeouts.Policy, func(), error) {
+	cfg, store, closeStore, err := r.connectReader(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	policy, err := app.ReadPolicy(ctx, store, cfg.Timeouts)
+	if err != nil {
+		closeStore()
+		return nil, nil, nil, nil, err
+	}
+	return cfg, store, policy, closeStore, nil
 }
 
 func (r *rootOptions) open(ctx context.Context, connect func(context.Context, redisconn.Config) (redis.UniversalClient, *shard.Store, error)) (*configs.Config, *shard.Store, func(), error) {
