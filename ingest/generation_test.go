@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -49,5 +50,21 @@ func TestGenerationStartRequestIsRetried(t *testing.T) {
 	}
 	if refused.Load() < 2 {
 		t.Fatalf("only %d start-offset requests refused: the test did not exercise the retry", refused.Load())
+	}
+}
+
+// The consumer-lag series are the partitions this instance owns now: when
+// its generation ends (here: ingest stops; a rebalance ends it the same
+// way) they are removed, not left at their last value.
+func TestLagSeriesLeaveWithTheirPartitions(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.waitProbed(t)
+	if n := testutil.CollectAndCount(r.metrics.ConsumerLag); n != 4 {
+		t.Fatalf("%d lag series while owning 4 partitions", n)
+	}
+	r.stop()
+	if n := testutil.CollectAndCount(r.metrics.ConsumerLag); n != 0 {
+		t.Errorf("%d lag series left after the generation ended, want 0", n)
 	}
 }

@@ -23,6 +23,18 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 	}
 	t := time.NewTicker(in.cfg.ProbeInterval)
 	defer t.Stop()
+	// The partitions are this generation's: once it ends, another instance
+	// may own them, and a lag left behind here would be stale (and could
+	// keep FlatlineConsumerLagHigh firing). kafka-go starts the next
+	// generation only after this one's goroutines returned, so the next
+	// prober sets its own partitions' series afresh.
+	if in.opts.Metrics != nil {
+		defer func() {
+			for p := range pos {
+				in.opts.Metrics.ConsumerLag.DeleteLabelValues(strconv.Itoa(p))
+			}
+		}()
+	}
 	wms := make(map[int]int64, len(pos))
 	for {
 		if partitions == 0 {
