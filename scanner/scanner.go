@@ -129,8 +129,17 @@ func (s *Scanner) SetShards(ids []int) error {
 		if _, ok := s.shards[id]; ok {
 			continue
 		}
-		sc := &shardScanner{s: s, id: id, inflight: make(map[string]bool),
-			backoff: retry.Backoff{Min: min(s.cfg.Interval, maxScanBackoff), Max: maxScanBackoff}}
+		sc := s.retired[id]
+		if sc != nil {
+			// Regained before its batches left (a lease lost and won
+			// back across a Redis outage): the same scanner goes on, so
+			// the members it still has in flight are not fired again.
+			delete(s.retired, id)
+			sc.stopped.Store(false)
+		} else {
+			sc = &shardScanner{s: s, id: id, inflight: make(map[string]bool),
+				backoff: retry.Backoff{Min: min(s.cfg.Interval, maxScanBackoff), Max: maxScanBackoff}}
+		}
 		job, err := s.sched.NewJob(gocron.DurationJob(s.cfg.Interval), gocron.NewTask(sc.pass),
 			gocron.WithSingletonMode(gocron.LimitModeWait),
 			gocron.WithStartAt(gocron.WithStartImmediately()))
