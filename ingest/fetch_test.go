@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -28,32 +29,62 @@ func beatsAt(prefix string, n int, at time.Time) []kafka.Message {
 
 // Every fetch answer carries its partition's high-water mark: once every
 // record below it is written, the watermark moves to the time the fetch was
-// sent, without waiting for a probe. Here probes are all but off (one at
-// the start) and the records carry timestamps an hour old, so only the
+// sent, without waiting for a probe. Here every probe fails after the
+// warm-up (the broker answers the prober's read_uncommitted ListOffsets with
+// an error; the partition count is still confirmed, which bounds every
+// watermark) and the records carry timestamps an hour old, so only the
 // fetches can have moved the watermark past t0.
 func TestFetchHighWaterMarksMoveWatermark(t *testing.T) {
 	t.Parallel()
-	cfg := ingest.DefaultConfig()
-	cfg.ProbeInterval = time.Hour
-	r := newRigWith(t, cfg)
+	r := newRig(t)
 	old := time.Now().Add(-time.Hour)
 	r.produce(t, beatsAt("warm", 40, old)...)
-	r.waitCommitted(t, r.endOffsets(t))
+	r.waitCommitted(t, stableEnds(t, r))
+	probes := r.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Count: -1,
+		When: func(req kmsg.Request) bool { return req.(*kmsg.ListOffsetsRequest).IsolationLevel == 0 }})
+	defer probes.Remove()
 	time.Sleep(100 * time.Millisecond)
 	t0 := time.Now().UnixMilli()
 	r.produce(t, beatsAt("a", 40, old)...)
-	r.waitCommitted(t, r.endOffsets(t))
+	r.waitCommitted(t, stableEnds(t, r))
 	r.produce(t, beatsAt("b", 40, old)...)
-	r.waitCommitted(t, r.endOffsets(t))
+	r.waitCommitted(t, stableEnds(t, r))
 	wms, _, err := r.store.Watermarks(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if probes.Hits() == 0 {
+		t.Fatal("no probe was failed: the test proves nothing")
 	}
 	for p := 0; p < 4; p++ {
 		if wms[p] < t0 {
 			t.Errorf("wm(%d) = %d, %d ms before the records were produced; want it moved by the fetches", p, wms[p], t0-wms[p])
 		}
 	}
+}
+
+// stableEnds is each signals partition's last stable offset (ListOffsets
+// read_committed), which without transactions is its high-water mark.
+func stableEnds(t *testing.T, r *rig) map[int]int64 {
+	t.Helper()
+	c := &kafka.Client{Addr: kafka.TCP(r.kafka.Brokers()...), Timeout: 10 * time.Second}
+	var req []kafka.OffsetRequest
+	for p := 0; p < 4; p++ {
+		req = append(req, kafka.LastOffsetOf(p))
+	}
+	resp, err := c.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
+		Topics: map[string][]kafka.OffsetRequest{signals: req}, IsolationLevel: kafka.ReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int64{}
+	for _, po := range resp.Topics[signals] {
+		if po.Error != nil {
+			t.Fatal(po.Error)
+		}
+		out[po.Partition] = po.LastOffset
+	}
+	return out
 }
 
 // A committed offset that the partition no longer holds (deleted by

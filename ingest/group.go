@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -119,8 +120,11 @@ func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, a
 	gen.Start(func(gctx context.Context) { in.batcher(gctx, msgs, free, prepared) })
 	gen.Start(func(gctx context.Context) { in.writer(gctx, commits, raises, pos, free, prepared) })
 	gen.Start(func(gctx context.Context) { in.commitLoop(gctx, gen, commits) })
-	gen.Start(func(gctx context.Context) { in.raiseLoop(gctx, raises) })
-	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos) })
+	// confirmed is the latest moment the prober confirmed the signals
+	// topic's partition count for; no watermark passes it.
+	confirmed := new(atomic.Int64)
+	gen.Start(func(gctx context.Context) { in.raiseLoop(gctx, raises, confirmed) })
+	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos, confirmed) })
 }
 
 func (in *Ingest) client() (*kafka.Client, error) {

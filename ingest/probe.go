@@ -3,15 +3,40 @@ package ingest
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/internal/retry"
 )
 
 // probe moves the watermark of every caught-up partition to the send time
 // of a high-water-mark probe, and reports lag.
-func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*position) {
+//
+// Every probe is followed by a look at the signals topic's partition count
+// (partitionCounter): a watermark is raised only to a moment the count was
+// confirmed for, and confirmed carries the latest such moment to the raise
+// loop, which caps the watermarks of written batches at it. When partitions
+// were added, the new count goes to Redis at once — the firing gate then
+// waits for watermarks of the new partitions, which nobody reads yet — and
+// the prober returns, which ends the generation: the group rebalances and
+// the new partitions get readers within a few hundred milliseconds instead
+// of at kafka-go's next partition watch.
+func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*position, confirmed *atomic.Int64) {
 	topic := in.opts.Kafka.SignalsTopic
+	dialer, err := in.opts.Kafka.Dialer()
+	if err != nil {
+		in.opts.Log.Error("kafka dialer", "err", err)
+		return
+	}
+	counter := &partitionCounter{dialer: dialer, brokers: in.opts.Kafka.Brokers, topic: topic}
+	defer counter.close()
+	unconfirmed := retry.Outage{Log: in.opts.Log,
+		Down: "cannot confirm the signals topic's partition count; watermarks held",
+		Up:   "signals topic's partition count confirmed again"}
+	// partitions is the count this generation confirmed first: the topic
+	// as the group's assignment saw it.
 	partitions := 0
 	// The high-water mark (read_uncommitted), not the last stable offset
 	// the readers stop at: a plain record appended behind an open
@@ -37,53 +62,86 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 	}
 	wms := make(map[int]int64, len(pos))
 	for {
-		if partitions == 0 {
-			md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-			if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil {
-				partitions = len(md.Topics[0].Partitions)
-			}
-		}
 		sent := in.opts.Now().UnixMilli()
+		clear(wms)
 		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
 		if err == nil {
-			clear(wms)
-			for _, po := range resp.Topics[topic] {
-				p := pos[po.Partition]
-				if po.Error != nil || p == nil {
-					continue
-				}
-				lag := po.LastOffset - p.written.Load()
-				switch {
-				case lag > 0:
-					p.addMark(mark{sentMs: sent, offset: po.LastOffset})
-				case lag == 0 && !p.moving():
-					wms[po.Partition] = sent
-				default:
-					// Written past the partition's end: a committed offset
-					// the partition does not hold (the topic recreated, the
-					// log truncated), or the reader is moving off one. The
-					// partition cannot be read from there, so it is not
-					// caught up, whatever its written offset says.
-					lag = 0
-				}
-				if in.opts.Metrics != nil {
-					in.opts.Metrics.ConsumerLag.WithLabelValues(strconv.Itoa(po.Partition)).Set(float64(lag))
-				}
-			}
-			if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil {
-				if ctx.Err() == nil {
-					in.opts.Log.Debug("raise watermarks", "err", err)
-				}
-			} else if in.opts.Raised != nil {
-				in.opts.Raised(wms)
-			}
+			in.probed(sent, resp.Topics[topic], pos, wms)
 		} else if ctx.Err() == nil {
 			in.opts.Log.Debug("probe high-water marks", "err", err)
+		}
+		// The count is asked even when the probe failed: the watermarks of
+		// fetched batches move only as far as it was confirmed.
+		n, err := counter.count(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			unconfirmed.Failed(err)
+			clear(wms)
+		case partitions == 0 || n == partitions:
+			partitions = n
+			unconfirmed.Succeeded()
+			if sent > confirmed.Load() {
+				confirmed.Store(sent)
+			}
+		default:
+			in.partitionsChanged(ctx, partitions, n)
+			return
+		}
+		if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil {
+			if ctx.Err() == nil {
+				in.opts.Log.Debug("raise watermarks", "err", err)
+			}
+		} else if in.opts.Raised != nil {
+			in.opts.Raised(wms)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// partitionsChanged records a new partition count of the signals topic in
+// Redis, so that firing waits for the new partitions' watermarks, before
+// the prober ends the generation. Should the write fail, the raise loop's
+// cap (no confirmation after this) and the next generation's first probe,
+// which records the count it confirms, keep firing from passing the moment
+// the partitions appeared.
+func (in *Ingest) partitionsChanged(ctx context.Context, was, now int) {
+	in.opts.Log.Info("the signals topic's partition count changed; rejoining the consumer group", "was", was, "now", now)
+	if err := in.opts.Store.RaiseWatermarks(ctx, now, nil); err != nil && ctx.Err() == nil {
+		in.opts.Log.Warn("record the signals topic's partition count", "err", err)
+	}
+}
+
+// probed takes a probe's high-water marks, sent at sent: a caught-up
+// partition's watermark may move to sent (into wms), a partition behind
+// gets a mark its written offset will reach, and the lag is reported.
+func (in *Ingest) probed(sent int64, offsets []kafka.PartitionOffsets, pos map[int]*position, wms map[int]int64) {
+	for _, po := range offsets {
+		p := pos[po.Partition]
+		if po.Error != nil || p == nil {
+			continue
+		}
+		lag := po.LastOffset - p.written.Load()
+		switch {
+		case lag > 0:
+			p.addMark(mark{sentMs: sent, offset: po.LastOffset})
+		case lag == 0 && !p.moving():
+			wms[po.Partition] = sent
+		default:
+			// Written past the partition's end: a committed offset the
+			// partition does not hold (the topic recreated, the log
+			// truncated), or the reader is moving off one. The partition
+			// cannot be read from there, so it is not caught up, whatever
+			// its written offset says.
+			lag = 0
+		}
+		if in.opts.Metrics != nil {
+			in.opts.Metrics.ConsumerLag.WithLabelValues(strconv.Itoa(po.Partition)).Set(float64(lag))
 		}
 	}
 }

@@ -88,8 +88,10 @@ func (p *position) reached(written int64) int64 {
 }
 
 // raiseLoop raises the watermarks of written batches in Redis, the newest
-// per partition at a time, and hands them to the local scanners.
-func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax) {
+// per partition at a time, and hands them to the local scanners. None goes
+// past confirmed, the latest moment the prober confirmed the signals
+// topic's partition count for (see probe).
+func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax, confirmed *atomic.Int64) {
 	outage := retry.Outage{Log: in.opts.Log, Down: "raise watermarks"}
 	for {
 		select {
@@ -98,7 +100,8 @@ func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax) {
 		case <-r.wake:
 		}
 		wms := r.take()
-		if wms == nil {
+		capAt(wms, confirmed.Load())
+		if len(wms) == 0 {
 			continue
 		}
 		if err := in.opts.Store.RaiseWatermarks(ctx, 0, wms); err != nil {
@@ -123,3 +126,16 @@ func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax) {
 // raiseRetry is the wait after a failed raise. The batches behind it keep
 // being written meanwhile, so a retry carries the newest watermarks.
 const raiseRetry = 20 * time.Millisecond
+
+// capAt lowers every watermark in wms to at most limit; with no limit yet
+// (0) none is kept.
+func capAt(wms map[int]int64, limit int64) {
+	for p, v := range wms {
+		switch {
+		case limit == 0:
+			delete(wms, p)
+		case v > limit:
+			wms[p] = limit
+		}
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // EndOffsets returns the high-water mark of each partition of topic.
@@ -138,4 +140,32 @@ func ReadTopic(t testing.TB, brokers []string, topic string, partitions int) []k
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
 	})
 	return out
+}
+
+// AddPartitions grows topic to count partitions (a CreatePartitions
+// request, as `kafka-topics --alter --partitions` sends) through franz-go,
+// a client independent of flatline's.
+func AddPartitions(t testing.TB, brokers []string, topic string, count int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatalf("add partitions to %s: %v", topic, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	rt := kmsg.NewCreatePartitionsRequestTopic()
+	rt.Topic, rt.Count = topic, int32(count)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 10000
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("add partitions to %s: %v", topic, err)
+	}
+	for _, rt := range resp.Topics {
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+			t.Fatalf("add partitions to %s: %v", topic, err)
+		}
+	}
 }

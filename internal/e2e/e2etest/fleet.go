@@ -71,12 +71,19 @@ func SilentEvery(devices, n int, at time.Time) []time.Time {
 // before.
 func StartFleet(t testing.TB, brokers []string, ids []string, interval time.Duration, silentAt []time.Time) *Fleet {
 	t.Helper()
+	return StartFleetOn(t, NewWriter(brokers, Signals), ids, interval, silentAt)
+}
+
+// StartFleetOn is StartFleet producing through w, which the fleet closes
+// when it stops.
+func StartFleetOn(t testing.TB, w *kafka.Writer, ids []string, interval time.Duration, silentAt []time.Time) *Fleet {
+	t.Helper()
 	if len(silentAt) != len(ids) {
 		t.Fatalf("fleet: %d silence times for %d devices", len(silentAt), len(ids))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{IDs: ids, silentAt: silentAt, last: make(map[string]int64), cancel: cancel, done: make(chan struct{})}
-	go f.run(ctx, NewWriter(brokers, Signals), interval)
+	go f.run(ctx, w, interval)
 	t.Cleanup(f.Stop)
 	return f
 }
