@@ -23,7 +23,7 @@ func (in *Ingest) Run(ctx context.Context) error {
 		ID: in.opts.Kafka.GroupID, Brokers: in.opts.Kafka.Brokers, Dialer: dialer,
 		Topics:                []string{in.opts.Kafka.SignalsTopic},
 		SessionTimeout:        in.opts.Kafka.SessionTimeout,
-		HeartbeatInterval:     in.opts.Kafka.SessionTimeout / 6,
+		HeartbeatInterval:     heartbeatInterval(in.opts.Kafka.SessionTimeout),
 		RebalanceTimeout:      in.opts.Kafka.SessionTimeout,
 		JoinGroupBackoff:      groupRetry,
 		WatchPartitionChanges: true, PartitionWatchInterval: 5 * time.Second,
@@ -48,6 +48,19 @@ func (in *Ingest) Run(ctx context.Context) error {
 		unavailable.Succeeded()
 		in.runGeneration(ctx, gen)
 	}
+}
+
+// heartbeatInterval is how often the group's heartbeats go out. A member
+// learns of a rebalance (another instance left or joined: every step of a
+// rolling restart, twice) only from its next heartbeat's answer, and with
+// kafka-go's eager protocol every partition of every instance stays unread
+// from the moment the coordinator begins the rebalance until the last
+// member rejoined — firing is held fleet-wide meanwhile. So the interval is
+// short: 250 ms (at most a sixth of the session timeout), four small
+// requests a second per instance, where session_timeout/6 (1 s by default)
+// held firing up to a second per rebalance.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(session/6, 250*time.Millisecond)
 }
 
 // groupRetry is the wait after the consumer group failed to start a

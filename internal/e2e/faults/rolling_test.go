@@ -1,0 +1,255 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// TestRollingRestart restarts three real `flatline serve` processes one at
+// a time, as a Kubernetes rolling update does (SIGTERM, start the
+// replacement, wait until it is ready, pause 2 s), while 3,000 devices
+// beat every 500 ms and 150 go silent during the restarts. SPEC §7
+// "Rolling restarts": no false and no missed timeout, and each stopping
+// instance leaves the consumer group at once (its partitions are not held
+// for a session timeout).
+//
+// It reports, per step, how long firing was held — the longest time the
+// firing watermark (min over partitions, read from Redis every 10 ms)
+// stood still behind the clock — and the lateness of the silences whose
+// deadline fell into the restarts.
+func TestRollingRestart(t *testing.T) {
+	t.Parallel()
+	const (
+		devices    = 3000
+		silent     = 150
+		interval   = 500 * time.Millisecond
+		timeout    = 2 * time.Second
+		partitions = 8
+		shards     = 16
+		session    = 6 * time.Second
+	)
+	rng := seed(t)
+	bin := flatlineBinary(t)
+	e := e2etest.NewEnv(t, partitions)
+	k := e.Kafka
+	logs := e2etest.NewLogBuffer(4000)
+	logs.DumpOnFailure(t, "flatline serve ×3")
+	group := e.Cfg.Kafka.GroupID
+	envFor := func(id string) []string {
+		return serveEnv(e.Cfg, map[string]string{
+			"FLATLINE_INSTANCE_ID":           id,
+			"FLATLINE_HTTP_ADDR":             "127.0.0.1:0",
+			"FLATLINE_KAFKA_SESSION_TIMEOUT": session.String(),
+			"FLATLINE_TIMEOUTS_DEFAULT":      timeout.String(),
+			"FLATLINE_SHARDS_INITIAL_COUNT":  strconv.Itoa(shards),
+		})
+	}
+	// start runs an instance and waits until /readyz answers 200 and the
+	// group has every member it should.
+	start := func(id string, members int) *proc {
+		instLogs := e2etest.NewLogBuffer(200)
+		addrs := httpAddrOf(instLogs)
+		instLogs.Watch(func(line string) { _, _ = logs.Write([]byte(id + ": " + line + "\n")) })
+		p := startProc(t, bin, envFor(id), instLogs, "serve")
+		var addr string
+		select {
+		case addr = <-addrs:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s never logged its HTTP address", id)
+		}
+		e2etest.Eventually(t, 30*time.Second, id+" ready", func() bool {
+			return e2etest.HTTPStatus("http://"+addr+"/readyz") == http.StatusOK
+		})
+		e2etest.Eventually(t, 30*time.Second, fmt.Sprintf("%d members in the group", members), func() bool {
+			return groupMembers(k.Brokers(), group) == members
+		})
+		return p
+	}
+	ids := []string{"inst-a", "inst-b", "inst-c"}
+	procs := map[string]*proc{}
+	for n, id := range ids {
+		procs[id] = start(id, n+1)
+	}
+
+	store := shard.NewStore(e.Redis.Client(t), shard.NewKeys(e.Cfg.Redis.KeyPrefix))
+	held := watchHold(t, store)
+
+	begin := time.Now()
+	rollFrom := begin.Add(3 * time.Second)
+	// Silences from a little before the first SIGTERM to the end of the
+	// last step (three steps of a few seconds each).
+	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("roll-", devices), interval,
+		e2etest.SilentSchedule(rng, devices, silent, rollFrom.Add(-time.Second), rollFrom.Add(12*time.Second)))
+	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	time.Sleep(time.Until(rollFrom))
+
+	type step struct {
+		id         string
+		from, to   time.Time
+		left       time.Duration // SIGTERM → the group without the member
+		exited     time.Duration // SIGTERM → process gone
+		maxHold    time.Duration
+		lateMax    time.Duration
+		inside     int
+		lateValues []time.Duration
+	}
+	var steps []*step
+	for _, id := range ids {
+		s := &step{id: id, from: time.Now()}
+		done := make(chan int, 1)
+		go func() { done <- procs[id].terminate(20 * time.Second) }()
+		s.left = e2etest.Eventually(t, 2*session, id+" gone from the group", func() bool {
+			return groupMembers(k.Brokers(), group) == len(ids)-1
+		})
+		if code := <-done; code != 0 {
+			t.Errorf("%s exited with %d on SIGTERM, want 0", id, code)
+		}
+		s.exited = time.Since(s.from)
+		procs[id] = start(id, len(ids))
+		time.Sleep(2 * time.Second)
+		s.to = time.Now()
+		steps = append(steps, s)
+	}
+	rollTo := time.Now()
+
+	e2etest.Eventually(t, 30*time.Second, "a timeout for every silent device", func() bool {
+		return f.Fired(events) == silent
+	})
+	time.Sleep(2 * time.Second) // late duplicates or false timeouts would show here
+	hold := held()
+	for _, id := range ids {
+		if code := procs[id].terminate(20 * time.Second); code != 0 {
+			t.Errorf("%s exited with %d on SIGTERM, want 0", id, code)
+		}
+	}
+	f.Stop()
+	events.Drain(t)
+	v := f.Verdict(t, events, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce})
+
+	// Lateness per step, by deadline.
+	got := events.ByDevice()
+	var inside []time.Duration
+	for _, id := range f.SilentIDs() {
+		evs := got[id]
+		if len(evs) == 0 {
+			continue
+		}
+		deadline := time.UnixMilli(evs[0].Ev.DeadlineMs)
+		late := evs[0].At.Sub(deadline)
+		for _, s := range steps {
+			if !deadline.Before(s.from) && deadline.Before(s.to) {
+				s.lateValues = append(s.lateValues, late)
+			}
+		}
+		if !deadline.Before(rollFrom) && deadline.Before(rollTo) {
+			inside = append(inside, late)
+		}
+	}
+	for _, s := range steps {
+		s.maxHold = hold.max(s.from, s.to)
+		s.inside = len(s.lateValues)
+		slices.Sort(s.lateValues)
+		s.lateMax = e2etest.Percentile(s.lateValues, 1)
+		t.Logf("step %s: left the group %v after SIGTERM, exited after %v; firing held at most %v; %d silences due, latest %v late",
+			s.id, s.left.Round(time.Millisecond), s.exited.Round(time.Millisecond), s.maxHold.Round(time.Millisecond),
+			s.inside, s.lateMax.Round(time.Millisecond))
+		if s.left > session/2 {
+			t.Errorf("%s stayed in the group %v after SIGTERM: it did not leave (session timeout %v)", s.id, s.left, session)
+		}
+	}
+	slices.Sort(inside)
+	if len(inside) == 0 {
+		t.Fatal("no silence fell into the restarts: the test proves nothing")
+	}
+	t.Logf("rolling restart of 3 instances: %d silences inside, lateness p50 %v p99 %v max %v; %v",
+		len(inside), e2etest.Percentile(inside, 0.5).Round(time.Millisecond), e2etest.Percentile(inside, 0.99).Round(time.Millisecond),
+		e2etest.Percentile(inside, 1).Round(time.Millisecond), v)
+}
+
+// groupMembers counts group's members (-1 when it cannot be described).
+func groupMembers(brokers []string, group string) int {
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
+	resp, err := c.DescribeGroups(context.Background(), &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].Error != nil {
+		return -1
+	}
+	return len(resp.Groups[0].Members)
+}
+
+// holdLog is what watchHold saw: the firing watermark's lag behind the
+// clock, sampled every 10 ms.
+type holdLog struct {
+	at  []time.Time
+	lag []time.Duration
+}
+
+// max is the longest lag sampled within [from, to].
+func (h holdLog) max(from, to time.Time) time.Duration {
+	var m time.Duration
+	for k, at := range h.at {
+		if !at.Before(from) && !at.After(to) {
+			m = max(m, h.lag[k])
+		}
+	}
+	return m
+}
+
+// watchHold samples min over partitions of wm(p) from Redis every 10 ms
+// until the returned function is called, which returns the samples.
+func watchHold(t *testing.T, store *shard.Store) func() holdLog {
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu   sync.Mutex
+		h    holdLog
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			wms, n, err := store.Watermarks(ctx)
+			if err != nil || n == 0 {
+				continue
+			}
+			min := int64(-1)
+			for p := 0; p < n; p++ {
+				if v, ok := wms[p]; !ok {
+					min = 0
+				} else if min < 0 || v < min {
+					min = v
+				}
+			}
+			now := time.Now()
+			mu.Lock()
+			h.at = append(h.at, now)
+			h.lag = append(h.lag, now.Sub(time.UnixMilli(min)))
+			mu.Unlock()
+		}
+	}()
+	var once sync.Once
+	stop := func() holdLog {
+		once.Do(func() { cancel(); <-done })
+		mu.Lock()
+		defer mu.Unlock()
+		return h
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
