@@ -13,10 +13,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// freshClient is a kafka-go client with a Transport of its own: the shared
+// default Transport keeps the cluster's metadata for 6 s, which after a
+// broker restart or leader move sends every request to the old leaders.
+func freshClient(brokers []string) *kafka.Client {
+	return &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: &kafka.Transport{}}
+}
+
 // EndOffsets returns the high-water mark of each partition of topic.
 func EndOffsets(t testing.TB, brokers []string, topic string, partitions int) map[int]int64 {
 	t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	c := freshClient(brokers)
 	var req []kafka.OffsetRequest
 	for p := 0; p < partitions; p++ {
 		req = append(req, kafka.LastOffsetOf(p))
@@ -41,7 +48,7 @@ func EndOffsets(t testing.TB, brokers []string, topic string, partitions int) ma
 // (-1 for none).
 func Committed(t testing.TB, brokers []string, group, topic string, partitions int) map[int]int64 {
 	t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	c := freshClient(brokers)
 	ps := make([]int, partitions)
 	for p := range ps {
 		ps[p] = p
