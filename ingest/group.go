@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -162,10 +163,18 @@ func (in *Ingest) startOffset() int64 {
 // one: a transaction open at the start is read once it commits.
 func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assigned []kafka.PartitionAssignment) (map[int]int64, error) {
 	out := make(map[int]int64, len(assigned))
+	added, err := in.addedLater(ctx, client, assigned)
+	if err != nil {
+		return nil, err
+	}
 	var reqs []kafka.OffsetRequest
 	for _, a := range assigned {
 		out[a.ID] = a.Offset
-		switch a.Offset {
+		if added[a.ID] {
+			in.opts.Log.Info("partition added to the signals topic: read from its start", "partition", a.ID)
+			out[a.ID] = kafka.FirstOffset
+		}
+		switch out[a.ID] {
 		case kafka.FirstOffset:
 			reqs = append(reqs, kafka.FirstOffsetOf(a.ID))
 		case kafka.LastOffset:
@@ -193,4 +202,40 @@ func (in *Ingest) resolveStarts(ctx context.Context, client *kafka.Client, assig
 		}
 	}
 	return out, nil
+}
+
+// addedLater finds, under kafka.start_offset latest, the assigned partitions
+// without a committed offset in a group that has committed offsets on other
+// partitions of the signals topic: partitions added to the topic after the
+// group began, whose heartbeats — those of the devices whose keys moved
+// there — must all be read. "latest" is for a new group, to skip a backlog;
+// a partition added to a running group is read from its start.
+func (in *Ingest) addedLater(ctx context.Context, client *kafka.Client, assigned []kafka.PartitionAssignment) (map[int]bool, error) {
+	var fresh []int
+	for _, a := range assigned {
+		if a.Offset == kafka.LastOffset {
+			fresh = append(fresh, a.ID)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	// Every topic the group committed on (a null topic list).
+	resp, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: in.opts.Kafka.GroupID})
+	if err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	if !slices.ContainsFunc(resp.Topics[in.opts.Kafka.SignalsTopic], func(p kafka.OffsetFetchPartition) bool {
+		return p.Error == nil && p.CommittedOffset >= 0
+	}) {
+		return nil, nil // a new group: latest it is
+	}
+	added := make(map[int]bool, len(fresh))
+	for _, p := range fresh {
+		added[p] = true
+	}
+	return added, nil
 }

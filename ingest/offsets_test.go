@@ -14,6 +14,7 @@ import (
 
 	"github.com/flatline-dev/flatline/ingest"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // waitProbed waits until ingest has probed every partition, so its start
@@ -197,5 +198,40 @@ func TestNoWatermarkRaiseWhileOffsetOutOfRange(t *testing.T) {
 	r.waitCommitted(t, r.endOffsets(t))
 	if got := r.trackedAll(t, "held", 40); got != "all" {
 		t.Errorf("%s of the devices tracked after the reset, want all", got)
+	}
+}
+
+// Under kafka.start_offset latest, a partition added to the signals topic
+// while the group runs has no committed offset either — but it is not a
+// backlog to skip: the devices whose keys moved there beat into it from
+// the moment it exists, before the group rebalances. Such a partition is
+// read from its start.
+func TestPartitionAddedUnderLatestIsReadFromItsStart(t *testing.T) {
+	t.Parallel()
+	r := newStoppedRig(t)
+	r.kcfg.StartOffset = kafkaconn.StartLatest
+	r.start(t, ingest.DefaultConfig())
+	r.waitProbed(t)
+	r.produce(t, beatsAt("before", 40, time.Now())...)
+	r.waitCommitted(t, r.endOffsets(t))
+
+	testenv.AddPartitions(t, r.kafka.Brokers(), signals, 8)
+	cl := r.kgoClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var ids []string
+	for p := int32(4); p < 8; p++ {
+		id := fmt.Sprintf("moved-%d", p)
+		rec := kbeat(id, time.Now())
+		rec.Partition = p
+		kproduce(t, cl, rec)
+		ids = append(ids, id)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range ids {
+		for !r.tracked(t, id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s, produced to a new partition before the group rebalanced, never tracked", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
