@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	produceapi "github.com/segmentio/kafka-go/protocol/produce"
+
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 )
 
 // producer writes the records of one topic with at most one produce request
@@ -263,26 +264,6 @@ func waves(parts map[int][]ref, budget int) []map[int][]ref {
 	return out
 }
 
-// defaultMaxBytes is Kafka's default max.message.bytes, taken when the
-// brokers do not say (DescribeConfigs denied).
-const defaultMaxBytes = 1048588
-
-// readMaxBytes asks the brokers for the topic's max.message.bytes.
-func (p *producer) readMaxBytes(ctx context.Context) int {
-	resp, err := p.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: p.topic, ConfigNames: []string{"max.message.bytes"},
-	}}})
-	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].Error != nil {
-		return defaultMaxBytes
-	}
-	for _, e := range resp.Resources[0].ConfigEntries {
-		if n, err := strconv.Atoi(e.ConfigValue); err == nil && e.ConfigName == "max.message.bytes" && n > batchOverhead {
-			return n
-		}
-	}
-	return defaultMaxBytes
-}
-
 // renew forgets the partition leaders and the Transport's view of the
 // cluster, so the next round reads both afresh from a broker.
 func (p *producer) renew() {
@@ -367,7 +348,7 @@ func (p *producer) refresh(ctx context.Context) error {
 		}
 		meta[part.ID] = int32(part.Leader.ID)
 	}
-	p.maxBytes = p.readMaxBytes(ctx)
+	p.maxBytes = max(kafkaconn.MaxMessageBytes(ctx, p.client, p.topic), 2*batchOverhead)
 	p.meta, p.metaAt = meta, time.Now()
 	p.parts = p.parts[:0]
 	for i := range meta {

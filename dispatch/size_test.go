@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/testenv"
@@ -27,7 +24,7 @@ func TestProduceRequestsStayUnderMaxMessageBytes(t *testing.T) {
 	t.Parallel()
 	const callers, each = 64, 200
 	k := testenv.Kafka(t, 1, testTopic)
-	setTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "16384")
+	testenv.SetTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "16384")
 	m := metrics.New()
 	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
 	ctx := testenv.Context(t, 60*time.Second)
@@ -60,32 +57,6 @@ func TestProduceRequestsStayUnderMaxMessageBytes(t *testing.T) {
 	}
 }
 
-// setTopicConfig sets one config of topic, as an operator would.
-func setTopicConfig(t *testing.T, brokers []string, topic, key, value string) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Value = key, kmsg.StringPtr(value)
-	res.Configs = append(res.Configs, c)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range resp.Resources {
-		if r.ErrorCode != 0 {
-			t.Fatalf("alter %s %s=%s: error code %d", topic, key, value, r.ErrorCode)
-		}
-	}
-}
-
 // TestRefusalsNoRetryFixesAreCountedAndSaidOnce: an event larger than the
 // topic's max.message.bytes is refused on every attempt. Each attempt is
 // counted under reason too_large, and the refusal is logged at ERROR once,
@@ -93,7 +64,7 @@ func setTopicConfig(t *testing.T, brokers []string, topic, key, value string) {
 func TestRefusalsNoRetryFixesAreCountedAndSaidOnce(t *testing.T) {
 	t.Parallel()
 	k := testenv.Kafka(t, 1, testTopic)
-	setTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "150")
+	testenv.SetTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "150")
 	m := metrics.New()
 	var logs testenv.SyncBuffer
 	p, err := New(DefaultConfig(), testKafkaConfig(k.Brokers()), Options{Policy: testPolicy(), PadWindow: padWindow, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})

@@ -35,6 +35,7 @@ func (in *Ingest) Run(ctx context.Context) error {
 		return fmt.Errorf("join consumer group %q: %w", in.opts.Kafka.GroupID, err)
 	}
 	defer group.Close()
+	in.sizeDeadLetters(ctx)
 	unavailable := retry.Outage{Log: in.opts.Log, Down: "consumer group unavailable, retrying"}
 	// A steady pace, like kafka-go's own JoinGroupBackoff: the group is
 	// back as soon as the coordinator is.
@@ -63,6 +64,28 @@ func (in *Ingest) Run(ctx context.Context) error {
 func heartbeatInterval(session time.Duration) time.Duration {
 	return min(session/6, 250*time.Millisecond)
 }
+
+// sizeDeadLetters fits the dead-letter writer to the dead-letter topic's
+// max.message.bytes: a request over it is refused on every retry, and the
+// batch that holds it would hold its partitions with it. Each request stays
+// under the limit, and each dead letter's key and value are cut to fit
+// (dlqRoom) — its headers say where the original is.
+func (in *Ingest) sizeDeadLetters(ctx context.Context) {
+	if in.dlq == nil {
+		return
+	}
+	limit := kafkaconn.DefaultMaxMessageBytes
+	if client, err := in.client(); err == nil {
+		limit = kafkaconn.MaxMessageBytes(ctx, client, in.opts.Kafka.DeadLetterTopic)
+	}
+	in.dlq.BatchBytes = int64(limit - 100) // the batch header is not counted by kafka-go
+	in.dlqRoom = max(limit-deadLetterOverhead, 64)
+}
+
+// deadLetterOverhead is what a dead letter adds to its key and value in a
+// batch of its own: the batch header and record framing (~100 bytes) and
+// the two headers, flatline-source naming the topic.
+const deadLetterOverhead = 512
 
 // groupRetry is the wait after the consumer group failed to start a
 // generation.

@@ -57,6 +57,10 @@ type Ingest struct {
 	opts Options
 	dec  *Decoder
 	dlq  *kafka.Writer
+	// dlqRoom is how many bytes of key and value one dead letter may carry
+	// so that it fits the dead-letter topic's max.message.bytes (set by Run
+	// before any generation starts).
+	dlqRoom int
 	// writeRedis writes a prepared batch: (*processor).writeRedis, or a
 	// test's stand-in.
 	writeRedis func(*processor, context.Context) error

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,6 +302,46 @@ func TestRedisOutageCommitsNothing(t *testing.T) {
 	for _, m := range append(before, during...) {
 		if !r.tracked(t, string(m.Key)) {
 			t.Errorf("%s lost across the Redis outage", m.Key)
+		}
+	}
+}
+
+// A dead-letter topic whose max.message.bytes is smaller than the invalid
+// records flatline copies to it (here 8 KiB against 40 KiB keys and values)
+// must not hold the signals partitions: each dead letter is cut to fit,
+// each request stays under the limit, and the valid heartbeats beside them
+// are tracked. (With kafka-go's defaults the writer sent them whole and
+// the broker refused them on every retry.)
+func TestDeadLettersFitTheTopicsMaxMessageBytes(t *testing.T) {
+	t.Parallel()
+	r := newStoppedRig(t)
+	testenv.SetTopicConfig(t, r.kafka.Brokers(), dlq, "max.message.bytes", "8192")
+	r.kcfg.DeadLetterTopic = dlq
+	r.start(t, ingest.DefaultConfig())
+	var msgs []kafka.Message
+	for k := 0; k < 8; k++ {
+		msgs = append(msgs,
+			kafka.Message{Key: []byte(strings.Repeat("k", 40<<10) + strconv.Itoa(k)), Value: []byte(`[` + strings.Repeat("1,", 20<<10) + `1]`)},
+			beat(fmt.Sprintf("fit-%02d", k)))
+	}
+	r.produce(t, msgs...)
+	ctx := testenv.Context(t, 30*time.Second)
+	for k := 0; k < 8; k++ {
+		id := fmt.Sprintf("fit-%02d", k)
+		for !r.tracked(t, id) {
+			if ctx.Err() != nil {
+				t.Fatalf("valid device %s beside an oversized invalid record never tracked: the partition is held", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	dead := testenv.ReadTopic(t, r.kafka.Brokers(), dlq, 4)
+	if len(dead) != 8 {
+		t.Errorf("dead-letter topic holds %d records, want the 8 invalid ones", len(dead))
+	}
+	for _, m := range dead {
+		if n := len(m.Key) + len(m.Value); n > 8192 {
+			t.Errorf("a dead letter of %d bytes in an 8 KiB topic", n)
 		}
 	}
 }

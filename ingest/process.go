@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/kfetch"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/retry"
@@ -337,12 +338,21 @@ func (p *processor) deadLetter(partition int, msg *kfetch.Record, reason Reason)
 	if in.dlq == nil {
 		return
 	}
-	val := msg.Value
-	if len(val) > in.cfg.MaxValueBytes {
-		val = val[:in.cfg.MaxValueBytes]
+	// Cut to fit the topic (a key at most a quarter of the room): a dead
+	// letter the broker refuses would hold the partition for good.
+	key, val := msg.Key, msg.Value
+	room := in.dlqRoom
+	if room == 0 {
+		room = kafkaconn.DefaultMaxMessageBytes - deadLetterOverhead
+	}
+	if len(key) > room/4 {
+		key = key[:room/4]
+	}
+	if n := min(in.cfg.MaxValueBytes, room-len(key)); len(val) > n {
+		val = val[:n]
 	}
 	p.dead = append(p.dead, kafka.Message{
-		Key: msg.Key, Value: val,
+		Key: key, Value: val,
 		Headers: []protocol.Header{
 			{Key: "flatline-reason", Value: []byte(reason)},
 			{Key: "flatline-source", Value: []byte(source)},

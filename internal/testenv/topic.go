@@ -176,3 +176,31 @@ func AddPartitions(t testing.TB, brokers []string, topic string, count int) {
 		}
 	}
 }
+
+// SetTopicConfig sets one config of topic (IncrementalAlterConfigs, through
+// franz-go). kfake reports a topic's own configs, not the broker's, in
+// DescribeConfigs, so a test that needs a topic limit sets it here.
+func SetTopicConfig(t testing.TB, brokers []string, topic, key, value string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = key, kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.Resources {
+		if r.ErrorCode != 0 {
+			t.Fatalf("alter %s %s=%s: error code %d", topic, key, value, r.ErrorCode)
+		}
+	}
+}
