@@ -152,4 +152,3 @@ func (l *lenient) Errorf(format string, args ...any) {
 }
 
 func (l *lenient) Fatalf(format string, args ...any) { l.Errorf(format, args...) }
-
