@@ -338,6 +338,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "shard count", yaml: "shards:\n  initial_count: 24\n", want: []string{`shards.initial_count: must be a power of two`}},
 		{name: "empty addrs", yaml: "redis:\n  addrs: []\n", want: []string{`redis.addrs: at least one address is required`}},
 		{name: "key prefix", env: []string{"FLATLINE_REDIS_KEY_PREFIX={x}"}, want: []string{`redis.key_prefix: must be non-empty without braces`}},
+		{name: "wait replicas", yaml: "redis:\n  wait_replicas: -1\n", want: []string{`redis.wait_replicas: must not be negative, got -1`}},
+		{name: "wait timeout", env: []string{"FLATLINE_REDIS_WAIT_TIMEOUT=0s"}, want: []string{`redis.wait_timeout: must be positive, got 0s`}},
 		{name: "kafka topic", yaml: "kafka:\n  timeouts_topic: device-signals\n", want: []string{`kafka.timeouts_topic: must differ from kafka.signals_topic`}},
 		{name: "dlq is signals", yaml: "kafka:\n  dead_letter_topic: device-signals\n", want: []string{`kafka.dead_letter_topic: must differ from kafka.signals_topic`}},
 		{name: "dlq is timeouts", yaml: "kafka:\n  dead_letter_topic: device-timeouts\n", want: []string{`kafka.dead_letter_topic: must differ from kafka.timeouts_topic`}},

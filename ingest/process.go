@@ -185,12 +185,18 @@ func (p *processor) writeRedis(ctx context.Context) error {
 	// Route the whole batch by one layout, taken again at every attempt so a
 	// batch retried across a layout change never writes by a stale one.
 	writes := 0
+	var back []shard.Recovered
 	err := p.retryWrite(ctx, "redis", func() error {
 		writes = p.route(in.opts.Layout.Current())
-		var err error
-		p.back, err = in.opts.Store.WriteAfter(ctx, &p.batch, p.settleAfter)
+		got, err := in.opts.Store.WriteAfter(ctx, &p.batch, p.settleAfter)
+		// An attempt that fails after it settled recoveries (the replicas
+		// did not confirm it: redis.wait_replicas) took their down entries
+		// away, so the next attempt does not find them again: they are
+		// kept from the attempt that found them.
+		back = appendRecovered(back, got)
 		return err
 	})
+	p.back = back
 	if err != nil {
 		return err
 	}
@@ -199,6 +205,25 @@ func (p *processor) writeRedis(ctx context.Context) error {
 		m.RedisBatches.Inc()
 	}
 	return nil
+}
+
+// appendRecovered appends to back the recoveries of got whose device it
+// does not hold yet: an attempt after a failover may find a recovery again
+// that an earlier attempt settled on the master that went away.
+func appendRecovered(back, got []shard.Recovered) []shard.Recovered {
+	if len(back) == 0 || len(got) == 0 {
+		return append(back, got...) // every attempt but a retried one
+	}
+	have := make(map[string]bool, len(back))
+	for _, r := range back {
+		have[r.ID] = true
+	}
+	for _, r := range got {
+		if !have[r.ID] {
+			back = append(back, r)
+		}
+	}
+	return back
 }
 
 // finish does what follows a batch's write, in batch order: the coalescing

@@ -35,6 +35,12 @@ func (k Keys) Down(i int) string { return k.shardKey(i, "down") }
 // score's override flag says when to look here).
 func (k Keys) Overrides(i int) string { return k.shardKey(i, "overrides") }
 
+// Sync is shard i's STRING counter that ingest increments right before a
+// WAIT (redis.wait_replicas > 0; see Durability). An INCR always enters the
+// replication stream, so the offset WAIT waits for then covers everything
+// the master held, even when the batch's own writes changed nothing.
+func (k Keys) Sync(i int) string { return k.shardKey(i, "sync") }
+
 // Lease is shard i's STRING holding the id of the instance that runs its
 // scanner, with a PX expiry its owner renews.
 func (k Keys) Lease(i int) string { return k.shardKey(i, "lease") }

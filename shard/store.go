@@ -43,6 +43,7 @@ type Store struct {
 	// downs remembers per shard whether its down set existed at its last
 	// write (see Write).
 	downs [MaxShards]atomic.Bool
+	dur   Durability
 }
 
 // NewStore returns a store over rdb using keys.
@@ -85,31 +86,43 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// pipelined runs fill in a pipeline and, when Redis lost its script cache
-// (a restart or failover), reloads the scripts and runs once more the calls
-// that met NOSCRIPT. Only those: in a cluster the other masters' calls
-// already ran, and running them again would lose what they reported (a
-// recovery is reported by the call that ends it, once).
+// pipelined runs fill in a pipeline (see exec).
 func (s *Store) pipelined(ctx context.Context, fill func(redis.Pipeliner) error) ([]redis.Cmder, error) {
-	cmds, err := s.rdb.Pipelined(ctx, fill)
+	p := s.rdb.Pipeline()
+	if err := fill(p); err != nil {
+		return nil, err
+	}
+	return s.exec(ctx, s.rdb, p, nil)
+}
+
+// exec runs the filled pipeline p of client c (the store's client, or in a
+// cluster one master's), followed by what tail (nil: nothing) queues. When
+// Redis lost its script cache (a restart or failover), it reloads the
+// scripts and runs once more, on c, the calls that met NOSCRIPT, and tail
+// after them. Only those: in a cluster the other masters' calls already
+// ran, and running them again would lose what they reported (a recovery is
+// reported by the call that ends it, once).
+func (s *Store) exec(ctx context.Context, c redis.UniversalClient, p redis.Pipeliner, tail func(redis.Pipeliner)) ([]redis.Cmder, error) {
+	if tail != nil {
+		tail(p)
+	}
+	cmds, err := p.Exec(ctx)
 	if !isNoScript(err) {
 		return cmds, err
 	}
 	if lerr := s.LoadScripts(ctx); lerr != nil {
 		return nil, lerr
 	}
-	var again []redis.Cmder
+	again := c.Pipeline()
 	for _, c := range cmds {
 		if isNoScript(c.Err()) {
-			again = append(again, c)
+			_ = again.Process(ctx, c)
 		}
 	}
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range again {
-			_ = p.Process(ctx, c)
-		}
-		return nil
-	})
+	if tail != nil {
+		tail(again)
+	}
+	_, _ = again.Exec(ctx)
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return cmds, err

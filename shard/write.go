@@ -32,6 +32,12 @@ type Recovered struct {
 // trip when the shard's down set was there at its last write, else an
 // EXISTS, followed by the ZMSCORE only if the set turned up meanwhile: a
 // fleet without silent devices pays for neither.
+//
+// With a Durability of Replicas > 0 each pipeline that writes ends in a
+// WAIT on its connection (in a cluster: one pipeline per master), and Write
+// fails with ErrNotReplicated unless the replicas confirmed it; see
+// writeShards. The recoveries a failed Write settled are returned with its
+// error.
 func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
 	return s.WriteAfter(ctx, b, nil)
 }
@@ -53,31 +59,28 @@ func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{})
 	}
 	var probes []probe
 	var cross []downCheck
-	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, i := range b.touched {
-			sb := &b.shards[i]
-			if len(sb.reforgets) > 0 {
-				scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.reforgets...)
-			}
-			if sb.n > 0 {
-				sb.zadd[0], sb.zadd[1], sb.zadd[2] = "zadd", s.keys.Deadlines(i), "gt"
-				p.Do(ctx, sb.zadd...)
-				if len(sb.hset) > 0 {
-					sb.hset[0], sb.hset[1] = "hset", s.keys.Overrides(i)
-					p.Do(ctx, sb.hset...)
-				}
-				pr := probe{shard: i, exists: p.Exists(ctx, s.keys.Down(i))}
-				if s.downs[i].Load() {
-					pr.check = p.Do(ctx, sb.checkArgs(s.keys.Down(i))...)
-				}
-				probes = append(probes, pr)
-				cross = append(cross, s.crossChecks(ctx, p, i, sb)...)
-			}
-			if len(sb.forgets) > 0 {
-				scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.forgets...)
-			}
+	err := s.writeShards(ctx, b.touched, func(p, elsewhere redis.Pipeliner, i int) {
+		sb := &b.shards[i]
+		if len(sb.reforgets) > 0 {
+			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.reforgets...)
 		}
-		return nil
+		if sb.n > 0 {
+			sb.zadd[0], sb.zadd[1], sb.zadd[2] = "zadd", s.keys.Deadlines(i), "gt"
+			p.Do(ctx, sb.zadd...)
+			if len(sb.hset) > 0 {
+				sb.hset[0], sb.hset[1] = "hset", s.keys.Overrides(i)
+				p.Do(ctx, sb.hset...)
+			}
+			pr := probe{shard: i, exists: p.Exists(ctx, s.keys.Down(i))}
+			if s.downs[i].Load() {
+				pr.check = p.Do(ctx, sb.checkArgs(s.keys.Down(i))...)
+			}
+			probes = append(probes, pr)
+			cross = append(cross, s.crossChecks(ctx, elsewhere, i, sb)...)
+		}
+		if len(sb.forgets) > 0 {
+			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.forgets...)
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("write deadlines: %w", err)
@@ -199,29 +202,48 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after 
 			return nil, ctx.Err()
 		}
 	}
+	// The writes go by shard (their keys' slot): the down-set clears by the
+	// shard whose down set it is, the replays' removals by their own.
 	cleared := make([]*redis.Cmd, len(all))
-	_, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, f := range all {
-			if len(f.back) > 0 {
-				cleared[k] = scriptDownClr.EvalSha(ctx, p, []string{s.keys.Down(f.downShard)}, f.back...)
-			}
-			if len(f.replays) > 0 {
-				args := make([]any, 0, 2*len(f.replays))
-				for _, m := range f.replays {
-					args = append(args, m.ID, m.Score)
-				}
-				scriptRemoveIf.EvalSha(ctx, p, []string{s.keys.Deadlines(f.shard), s.keys.Overrides(f.shard)}, args...)
-			}
+	queued := make(map[int][]func(redis.Pipeliner))
+	var shards []int
+	queue := func(i int, q func(redis.Pipeliner)) {
+		if queued[i] == nil {
+			shards = append(shards, i)
 		}
-		return nil
+		queued[i] = append(queued[i], q)
+	}
+	for k, f := range all {
+		if len(f.back) > 0 {
+			queue(f.downShard, func(p redis.Pipeliner) {
+				cleared[k] = scriptDownClr.EvalSha(ctx, p, []string{s.keys.Down(f.downShard)}, f.back...)
+			})
+		}
+		if len(f.replays) > 0 {
+			args := make([]any, 0, 2*len(f.replays))
+			for _, m := range f.replays {
+				args = append(args, m.ID, m.Score)
+			}
+			queue(f.shard, func(p redis.Pipeliner) {
+				scriptRemoveIf.EvalSha(ctx, p, []string{s.keys.Deadlines(f.shard), s.keys.Overrides(f.shard)}, args...)
+			})
+		}
+	}
+	err := s.writeShards(ctx, shards, func(p, _ redis.Pipeliner, i int) {
+		for _, q := range queued[i] {
+			q(p)
+		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("settle recoveries: %w", err)
+		err = fmt.Errorf("settle recoveries: %w", err)
 	}
+	// The recoveries a clear reported are returned even when the settling
+	// failed elsewhere (a WAIT that did not confirm it, another master):
+	// their down entries are gone, so a second attempt would not find them.
 	var back []Recovered
 	seen := make(map[string]bool)
 	for k, f := range all {
-		if cleared[k] == nil {
+		if cleared[k] == nil || cleared[k].Err() != nil {
 			continue
 		}
 		vals, _ := cleared[k].Slice()
@@ -236,7 +258,7 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after 
 			back = append(back, Recovered{Shard: f.downShard, ID: id, DownScore: score})
 		}
 	}
-	return back, nil
+	return back, err
 }
 
 // checkArgs is the ZMSCORE of sb's members in down set key.

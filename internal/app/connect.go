@@ -48,6 +48,7 @@ func ConnectReader(ctx context.Context, rc redisconn.Config) (redis.UniversalCli
 		return nil, nil, err
 	}
 	store := shard.NewStore(rdb, shard.NewKeys(rc.KeyPrefix))
+	store.SetDurability(shard.Durability{Replicas: rc.WaitReplicas, Timeout: rc.WaitTimeout})
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if err := store.Ping(pctx); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,13 +34,22 @@ type Config struct {
 	DB int `config:"db"`
 	// KeyPrefix starts every key flatline writes. Default: flatline.
 	KeyPrefix string `config:"key_prefix"`
+	// WaitReplicas, when above 0, makes an ingest batch count as written
+	// only once WAIT confirms that this many replicas of every master it
+	// touched have it: only then are its offsets committed and watermarks
+	// raised, so a failover to a replica loses no acknowledged reset.
+	// Default: 0 (no wait).
+	WaitReplicas int `config:"wait_replicas"`
+	// WaitTimeout is how long one WAIT waits for the replicas; a batch
+	// they did not confirm by then is written again. Default: 1s.
+	WaitTimeout time.Duration `config:"wait_timeout"`
 	// TLS configures a TLS connection.
 	TLS tlsconf.Config `config:"tls"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "flatline"}
+	return Config{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "flatline", WaitTimeout: time.Second}
 }
 
 // Validate checks the section; errors name the offending key.
@@ -61,7 +71,25 @@ func (c Config) Validate() error {
 	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\n") {
 		return fmt.Errorf("redis.key_prefix: must be non-empty without braces or spaces, got %q", c.KeyPrefix)
 	}
+	if c.WaitReplicas < 0 {
+		return fmt.Errorf("redis.wait_replicas: must not be negative, got %d", c.WaitReplicas)
+	}
+	if c.WaitTimeout <= 0 {
+		return fmt.Errorf("redis.wait_timeout: must be positive, got %s", c.WaitTimeout)
+	}
 	return c.TLS.Validate("redis.tls")
+}
+
+// readTimeout is the client's socket read timeout: go-redis's default (0
+// means 5s) unless ingest waits for replicas. A pipeline's replies are read
+// under one deadline, and ingest sends WAIT in the pipeline of the writes
+// it waits for (see shard.Durability), so then the deadline grows by
+// wait_timeout.
+func (c Config) readTimeout() time.Duration {
+	if c.WaitReplicas == 0 {
+		return 0
+	}
+	return 5*time.Second + c.WaitTimeout
 }
 
 // New builds the client: a ClusterClient for several addresses, a Client for one.
@@ -74,9 +102,11 @@ func New(c Config) (redis.UniversalClient, error) {
 	if len(c.Addrs) > 1 {
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: tc,
+			ReadTimeout: c.readTimeout(),
 		}), nil
 	}
 	return redis.NewClient(&redis.Options{
 		Addr: c.Addrs[0], Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: tc,
+		ReadTimeout: c.readTimeout(),
 	}), nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,7 +128,7 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 		if k > 0 {
 			mode = fmt.Sprintf("exact-%d", k+1)
 		}
-		if pair.Exact, err = ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, mode, 0); err != nil {
+		if pair.Exact, err = ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, mode, nil); err != nil {
 			return nil, err
 		}
 		if pair.Ceiling, err = redisCeiling(ctx, rp, ids, o.shards, o.ceilingDuration); err != nil {
@@ -155,7 +156,8 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 		if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
 			return nil, err
 		}
-		res.Coalesced, err = ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, "coalesce_window="+o.coalesceWindow.String(), o.coalesceWindow)
+		res.Coalesced, err = ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, "coalesce_window="+o.coalesceWindow.String(),
+			map[string]string{"ingest.coalesce_window": o.coalesceWindow.String()})
 		if err != nil {
 			return nil, err
 		}
@@ -167,19 +169,21 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 	return res, nil
 }
 
-// ingestOnce runs flatline (ingest role only) over the preloaded backlog
-// from offset 0 with a fresh consumer group and times it.
-func ingestOnce(ctx context.Context, o *options, brokers []string, rp *redisProc, st *shard.Store, ends map[int]int64, heartbeats int, mode string, coalesce time.Duration) (*IngestRun, error) {
+// ingestOnce runs flatline (ingest role only, with settings on top) over
+// the preloaded backlog from offset 0 with a fresh consumer group and times
+// it.
+func ingestOnce(ctx context.Context, o *options, brokers []string, rp *redisProc, st *shard.Store, ends map[int]int64, heartbeats int, mode string, settings map[string]string) (*IngestRun, error) {
 	kc := configs.Default().Kafka
 	group := "bench-" + strings.NewReplacer("=", "-", ".", "-").Replace(mode)
 	run := &IngestRun{Mode: mode}
 	run.Profile = o.profilePath("ingest-" + group)
 	cmdBefore, _ := rp.CommandStats(ctx)
-	fl, err := startFlatline(map[string]string{
+	all := map[string]string{
 		"redis.addrs": rp.Addr, "kafka.brokers": strings.Join(brokers, ","), "kafka.group_id": group,
 		"roles": "ingest", "log.level": "warn", "shards.initial_count": fmt.Sprint(o.shards),
-		"ingest.coalesce_window": coalesce.String(),
-	}, run.Profile)
+	}
+	maps.Copy(all, settings)
+	fl, err := startFlatline(all, run.Profile)
 	if err != nil {
 		return nil, err
 	}

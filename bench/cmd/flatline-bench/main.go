@@ -12,7 +12,8 @@
 //  1. ingest: a preloaded backlog of heartbeats; time from flatline's start
 //     until the group lag is 0 and every device is tracked; the Redis
 //     ceiling (variadic ZADD GT pipelined from Go into the same keys); the
-//     same with ingest.coalesce_window.
+//     same with ingest.coalesce_window. Then (scenario "wait") exact ingest
+//     against a primary with one replica, redis.wait_replicas 0 and 1.
 //  2. lateness: a large tracked fleet under a background reset load, a
 //     sparse set of deadlines; event arrival − deadline. Then the same
 //     under a trickle of resets (quiet partitions).
@@ -24,7 +25,7 @@
 //
 // Usage (see `make bench`):
 //
-//	flatline-bench [-scenarios memory,ingest,lateness,mass,peers] [-scale 0.5]
+//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,peers] [-scale 0.5]
 //	    [-peers bin/flatline-bench-peers] [-micro file] [-cpuprofile prefix] [-out bench/results]
 package main
 
@@ -109,7 +110,7 @@ func main() {
 func run() int {
 	o := &options{}
 	fs := flag.NewFlagSet("flatline-bench", flag.ExitOnError)
-	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,lateness,mass,peers", "comma-separated scenarios to run (peers needs -peers)")
+	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,peers", "comma-separated scenarios to run (peers needs -peers)")
 	fs.Float64Var(&o.scale, "scale", 1, "multiply every device and heartbeat count (not rates) by this; the output says so")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON result (empty: none)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write CPU profiles to PREFIX-<scenario>.pprof (flatline) and PREFIX-bench.pprof (this process)")
@@ -200,6 +201,7 @@ func run() int {
 	}
 	runOne("memory", func() (err error) { res.Memory, err = runMemory(ctx, o); return })
 	runOne("ingest", func() (err error) { res.Ingest, err = runIngest(ctx, o); return })
+	runOne("wait", func() (err error) { res.Wait, err = runWait(ctx, o); return })
 	runOne("lateness", func() (err error) {
 		if res.Lateness, err = runLateness(ctx, o, o.latRate); err != nil || o.latSparse <= 0 {
 			return err

@@ -22,9 +22,12 @@ type Result struct {
 	DurationSeconds float64           `json:"duration_seconds"`
 	// LoadAverage is /proc/loadavg's 1-minute figure before and after the
 	// run: other work on the machine skews every figure.
-	LoadAverage [2]float64      `json:"load_average_before_after"`
-	Ingest      *IngestResult   `json:"ingest,omitempty"`
-	Lateness    *LatenessResult `json:"lateness,omitempty"`
+	LoadAverage [2]float64    `json:"load_average_before_after"`
+	Ingest      *IngestResult `json:"ingest,omitempty"`
+	// Wait is scenario 1's exact ingest on a primary with a replica, with
+	// redis.wait_replicas 0 and 1.
+	Wait     *WaitResult     `json:"ingest_wait,omitempty"`
+	Lateness *LatenessResult `json:"lateness,omitempty"`
 	// LatenessSparse is scenario 2 again under a trickle of resets: most
 	// fetches of the signals topic come back empty.
 	LatenessSparse *LatenessResult   `json:"lateness_sparse,omitempty"`
@@ -91,6 +94,14 @@ func (r *Result) buildTable() {
 			add(sc, fmt.Sprintf("%s, devices beating every 1 s", co.Mode), v, "", "")
 			add(sc, "coalesced / ceiling", fmt.Sprintf("%.2f ×", in.RatioCoalesced), "≥ 1.0 ×", check(co.Completed && in.RatioCoalesced >= 1.0))
 		}
+	}
+	if w := r.Wait; w != nil {
+		sc := "1 ingest, WAIT"
+		add(sc, fmt.Sprintf("exact, primary + 1 replica: %s heartbeats of %s devices, redis.wait_replicas 0", num(w.Heartbeats), num(w.Devices)),
+			fmt.Sprintf("%s hb/s (%.1f s)", num(w.NoWait.HeartbeatsPerSecond), w.NoWait.FromStartSeconds), "", "")
+		add(sc, "the same with redis.wait_replicas 1 (every batch confirmed by WAIT)",
+			fmt.Sprintf("%s hb/s (%.1f s)", num(w.Wait.HeartbeatsPerSecond), w.Wait.FromStartSeconds), "", "")
+		add(sc, "wait_replicas 1 / 0", fmt.Sprintf("%.2f ×", w.Ratio), "", "")
 	}
 	for _, l := range []struct {
 		sc string
