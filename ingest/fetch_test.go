@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flatline-dev/flatline/ingest"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // beatsAt returns n heartbeats of devices prefix-0.. stamped at (Kafka
@@ -39,16 +40,16 @@ func TestFetchHighWaterMarksMoveWatermark(t *testing.T) {
 	r := newRig(t)
 	old := time.Now().Add(-time.Hour)
 	r.produce(t, beatsAt("warm", 40, old)...)
-	r.waitCommitted(t, stableEnds(t, r))
+	r.waitCommitted(t, testenv.StableOffsets(t, r.kafka.Brokers(), signals, 4))
 	probes := r.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Count: -1,
 		When: func(req kmsg.Request) bool { return req.(*kmsg.ListOffsetsRequest).IsolationLevel == 0 }})
 	defer probes.Remove()
 	time.Sleep(100 * time.Millisecond)
 	t0 := time.Now().UnixMilli()
 	r.produce(t, beatsAt("a", 40, old)...)
-	r.waitCommitted(t, stableEnds(t, r))
+	r.waitCommitted(t, testenv.StableOffsets(t, r.kafka.Brokers(), signals, 4))
 	r.produce(t, beatsAt("b", 40, old)...)
-	r.waitCommitted(t, stableEnds(t, r))
+	r.waitCommitted(t, testenv.StableOffsets(t, r.kafka.Brokers(), signals, 4))
 	wms, _, err := r.store.Watermarks(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -61,30 +62,6 @@ func TestFetchHighWaterMarksMoveWatermark(t *testing.T) {
 			t.Errorf("wm(%d) = %d, %d ms before the records were produced; want it moved by the fetches", p, wms[p], t0-wms[p])
 		}
 	}
-}
-
-// stableEnds is each signals partition's last stable offset (ListOffsets
-// read_committed), which without transactions is its high-water mark.
-func stableEnds(t *testing.T, r *rig) map[int]int64 {
-	t.Helper()
-	c := &kafka.Client{Addr: kafka.TCP(r.kafka.Brokers()...), Timeout: 10 * time.Second}
-	var req []kafka.OffsetRequest
-	for p := 0; p < 4; p++ {
-		req = append(req, kafka.LastOffsetOf(p))
-	}
-	resp, err := c.ListOffsets(context.Background(), &kafka.ListOffsetsRequest{
-		Topics: map[string][]kafka.OffsetRequest{signals: req}, IsolationLevel: kafka.ReadCommitted})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int]int64{}
-	for _, po := range resp.Topics[signals] {
-		if po.Error != nil {
-			t.Fatal(po.Error)
-		}
-		out[po.Partition] = po.LastOffset
-	}
-	return out
 }
 
 // A committed offset that the partition no longer holds (deleted by

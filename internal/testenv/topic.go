@@ -23,6 +23,19 @@ func freshClient(brokers []string) *kafka.Client {
 // EndOffsets returns the high-water mark of each partition of topic.
 func EndOffsets(t testing.TB, brokers []string, topic string, partitions int) map[int]int64 {
 	t.Helper()
+	return listEnds(t, brokers, topic, partitions, kafka.ReadUncommitted)
+}
+
+// StableOffsets returns the last stable offset of each partition of topic
+// (ListOffsets read_committed): without transactions, the high-water mark,
+// asked in a request a test can tell from flatline's probes.
+func StableOffsets(t testing.TB, brokers []string, topic string, partitions int) map[int]int64 {
+	t.Helper()
+	return listEnds(t, brokers, topic, partitions, kafka.ReadCommitted)
+}
+
+func listEnds(t testing.TB, brokers []string, topic string, partitions int, iso kafka.IsolationLevel) map[int]int64 {
+	t.Helper()
 	c := freshClient(brokers)
 	var req []kafka.OffsetRequest
 	for p := 0; p < partitions; p++ {
@@ -30,7 +43,7 @@ func EndOffsets(t testing.TB, brokers []string, topic string, partitions int) ma
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: req}})
+	resp, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: req}, IsolationLevel: iso})
 	if err != nil {
 		t.Fatalf("list offsets of %s: %v", topic, err)
 	}
