@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -48,7 +49,7 @@ func newStatusCmd(r *rootOptions) *cobra.Command {
 }
 
 func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) error {
-	_, store, closeStore, err := r.connectReader(ctx)
+	cfg, store, closeStore, err := r.connectReader(ctx)
 	if err != nil {
 		return err
 	}
@@ -57,6 +58,8 @@ func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) 
 	if err != nil {
 		return err
 	}
+	rs := redisconn.ReadStatus(ctx, store.Client(), cfg.Redis)
+	st.Redis = &rs
 	if o.output.JSON() {
 		return writeJSON(out, st)
 	}
