@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -24,6 +25,13 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 var silence sync.Once
+
+// clusterReload is how often the cluster client re-reads the slot map when
+// nothing told it to. A master that died answers no MOVED, so without this
+// the client would keep sending its slots' writes to the dead address until
+// go-redis's default (60 s) passed, long after a replica took over. One
+// CLUSTER SLOTS a second is little load.
+const clusterReload = time.Second
 
 // The values of redis.mode.
 const (
@@ -140,6 +148,7 @@ func New(ctx context.Context, c Config) (redis.UniversalClient, error) {
 		}
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: tc,
+			ClusterStateReloadInterval: clusterReload,
 		}), nil
 	case ModeSentinel:
 		return redis.NewFailoverClient(&redis.FailoverOptions{
