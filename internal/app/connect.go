@@ -34,7 +34,7 @@ func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *
 	defer cancel()
 	if err := store.LoadScripts(pctx); err != nil {
 		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
+		return nil, nil, redisconn.OneLine(fmt.Errorf("redis %v: %w", rc.Addrs, err))
 	}
 	return rdb, store, nil
 }
@@ -52,7 +52,7 @@ func ConnectReader(ctx context.Context, rc redisconn.Config) (redis.UniversalCli
 	store := shard.NewStore(rdb, shard.NewKeys(rc.KeyPrefix))
 	if err := store.Ping(pctx); err != nil {
 		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
+		return nil, nil, redisconn.OneLine(fmt.Errorf("redis %v: %w", rc.Addrs, err))
 	}
 	return rdb, store, nil
 }

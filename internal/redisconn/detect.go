@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -83,7 +84,32 @@ func ParseInfo(text string) map[string]string {
 	return out
 }
 
-// oneLine keeps an error on one line: a server's message may span several.
+// OneLine keeps err on one line, as flatline's errors reach the terminal:
+// a server's message may span several, and go-redis joins the answers of
+// all the Sentinels it tried with newlines. Repeated lines are said once.
+// The result wraps err.
+func OneLine(err error) error {
+	if err == nil || !strings.ContainsAny(err.Error(), "\r\n") {
+		return err
+	}
+	return lineError{msg: oneLine(err), err: err}
+}
+
+type lineError struct {
+	msg string
+	err error
+}
+
+func (e lineError) Error() string { return e.msg }
+func (e lineError) Unwrap() error { return e.err }
+
 func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
+	var parts []string
+	for _, l := range strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' }) {
+		l = strings.Join(strings.Fields(l), " ")
+		if l != "" && !slices.ContainsFunc(parts, func(p string) bool { return strings.HasSuffix(p, l) }) {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
