@@ -169,6 +169,11 @@ func printStatus(w io.Writer, st rebalance.Status) {
 	} else {
 		fmt.Fprintln(w, "watermark: none yet (no ingest has run)")
 	}
+	if r := st.Redis; r != nil && r.Error != "" {
+		fmt.Fprintf(w, "redis: %s (%s)\n", r.Mode, r.Error)
+	} else if r != nil {
+		fmt.Fprintf(w, "redis: %s, maxmemory-policy %s, persistence %s, %d replicas\n", r.Mode, r.MaxmemoryPolicy, r.Persistence, r.Replicas)
+	}
 	fmt.Fprintf(w, "instances: %v\n\n", st.Instances)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "shard\tdevices\tnext deadline\towner\t")
