@@ -278,3 +278,53 @@ func TestInspectCluster(t *testing.T) {
 		t.Errorf("status %+v, want %+v", st, want)
 	}
 }
+
+// TestClusterClientFollowsAFailover: after a master of a cluster is killed
+// and its replica promoted, the client flatline builds sends that slot
+// range's writes to the new master by itself. A dead master answers no
+// MOVED, so this rests on the client re-reading the slot map (go-redis's
+// default would wait up to 60 s).
+func TestClusterClientFollowsAFailover(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t, 90*time.Second)
+	cl := testenv.RedisClusterWithReplicas(t, 3, 1)
+	c := config(t, cl.Addrs()[0])
+	rdb, err := redisconn.New(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	// Keys on every master; the client has its slot map.
+	keys := make([]string, 30)
+	for k := range keys {
+		keys[k] = fmt.Sprintf("k%d", k)
+		if err := rdb.Set(ctx, keys[k], k, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := cl.Masters()[0]
+	victim.Kill()
+	killed := time.Now()
+	for len(cl.Masters()) < 3 {
+		if ctx.Err() != nil {
+			t.Fatal("no replica took over")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	promoted := time.Now()
+	deadline := promoted.Add(15 * time.Second)
+	for _, k := range keys {
+		for {
+			err := rdb.Set(ctx, k, "after", 0).Err()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("write of %s still fails 15 s after the promotion: %v", k, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	t.Logf("master %s killed; replica promoted %v later; every write through again %v after that",
+		victim.Addr(), promoted.Sub(killed).Round(time.Millisecond), time.Since(promoted).Round(time.Millisecond))
+}
