@@ -130,6 +130,17 @@ func TestKeysAndEnvNames(t *testing.T) {
 			t.Errorf("secret key %s is not a key", secret)
 		}
 	}
+	// A password added to a section must be redacted too.
+	for _, k := range Keys() {
+		if strings.HasSuffix(k, "password") && !secretKeys[k] {
+			t.Errorf("%s is not among the secrets config print redacts", k)
+		}
+	}
+	for k := range secretKeys {
+		if !slices.Contains(Keys(), k) {
+			t.Errorf("secret key %s is not a key", k)
+		}
+	}
 }
 
 func TestLoadFile(t *testing.T) {

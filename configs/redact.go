@@ -19,8 +19,9 @@ const redacted = "<redacted>"
 // secretKeys are the keys whose values Redacted hides. The stage packages
 // own their structs, so the list lives here rather than in a struct tag.
 var secretKeys = map[string]bool{
-	"redis.password":      true,
-	"kafka.sasl.password": true,
+	"redis.password":          true,
+	"redis.sentinel.password": true,
+	"kafka.sasl.password":     true,
 }
 
 // Redacted returns the effective configuration as YAML, keys in the order of

@@ -4,20 +4,24 @@ import (
 	"context"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/shard"
 )
 
 // Status is the document of `flatline shards status --json` and /status.
 type Status struct {
-	Instance       string        `json:"instance,omitempty"`
-	Layout         shard.Layout  `json:"layout"`
-	Migration      Migration     `json:"migration"`
-	WatermarkMs    int64         `json:"watermark_ms"`
-	WatermarkLagMs int64         `json:"watermark_lag_ms"`
-	Partitions     int           `json:"partitions"`
-	Tracked        int64         `json:"tracked"`
-	Instances      []string      `json:"instances"`
-	Shards         []ShardStatus `json:"shards"`
+	Instance       string       `json:"instance,omitempty"`
+	Layout         shard.Layout `json:"layout"`
+	Migration      Migration    `json:"migration"`
+	WatermarkMs    int64        `json:"watermark_ms"`
+	WatermarkLagMs int64        `json:"watermark_lag_ms"`
+	Partitions     int          `json:"partitions"`
+	Tracked        int64        `json:"tracked"`
+	Instances      []string     `json:"instances"`
+	// Redis describes the deployment (filled by the callers that know its
+	// configuration: /status and `shards status`).
+	Redis  *redisconn.Status `json:"redis,omitempty"`
+	Shards []ShardStatus     `json:"shards"`
 }
 
 // Migration is the progress of a doubling or halving.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
@@ -93,8 +94,13 @@ func TestShardsStatusPrintsJSON(t *testing.T) {
 		if st.Layout.Count != 1 || st.Tracked != 2 {
 			t.Fatalf("%s: got %+v", flag, st)
 		}
+		want := redisconn.Status{Mode: redisconn.ModeStandalone, MaxmemoryPolicy: "noeviction", Persistence: redisconn.PersistOff}
+		if st.Redis == nil || *st.Redis != want {
+			t.Errorf("%s: redis %+v, want %+v", flag, st.Redis, want)
+		}
 	}
-	if r := run(t, f.env, "shards", "status"); r.code != 0 || !strings.Contains(r.stdout, "tracked devices: 2") {
+	if r := run(t, f.env, "shards", "status"); r.code != 0 || !strings.Contains(r.stdout, "tracked devices: 2") ||
+		!strings.Contains(r.stdout, "redis: standalone, maxmemory-policy noeviction, persistence off, 0 replicas") {
 		t.Fatalf("text: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -48,7 +49,7 @@ func newStatusCmd(r *rootOptions) *cobra.Command {
 }
 
 func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) error {
-	_, store, closeStore, err := r.connectReader(ctx)
+	cfg, store, closeStore, err := r.connectReader(ctx)
 	if err != nil {
 		return err
 	}
@@ -57,6 +58,8 @@ func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) 
 	if err != nil {
 		return err
 	}
+	rs := redisconn.ReadStatus(ctx, store.Client(), cfg.Redis)
+	st.Redis = &rs
 	if o.output.JSON() {
 		return writeJSON(out, st)
 	}
@@ -165,6 +168,11 @@ func printStatus(w io.Writer, st rebalance.Status) {
 			time.UnixMilli(st.WatermarkMs).UTC().Format("15:04:05.000"), time.Duration(st.WatermarkLagMs)*time.Millisecond, st.Partitions)
 	} else {
 		fmt.Fprintln(w, "watermark: none yet (no ingest has run)")
+	}
+	if r := st.Redis; r != nil && r.Error != "" {
+		fmt.Fprintf(w, "redis: %s (%s)\n", r.Mode, r.Error)
+	} else if r != nil {
+		fmt.Fprintf(w, "redis: %s, maxmemory-policy %s, persistence %s, %d replicas\n", r.Mode, r.MaxmemoryPolicy, r.Persistence, r.Replicas)
 	}
 	fmt.Fprintf(w, "instances: %v\n\n", st.Instances)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

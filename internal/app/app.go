@@ -70,6 +70,10 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 	if a.rdb, a.Store, err = Connect(ctx, cfg.Redis); err != nil {
 		return nil, err
 	}
+	if err := checkRedisAtStart(ctx, a.rdb, cfg.Redis, a.log); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.build(ctx, hooks); err != nil {
 		a.Close()
 		return nil, err

@@ -34,7 +34,7 @@ func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *
 	defer cancel()
 	if err := store.LoadScripts(pctx); err != nil {
 		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
+		return nil, nil, redisconn.OneLine(fmt.Errorf("redis %v: %w", rc.Addrs, err))
 	}
 	return rdb, store, nil
 }
@@ -43,19 +43,56 @@ func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *
 // scripts: the read commands of cmd/flatline (device get, shards status)
 // send Redis nothing that changes it, not even its script cache.
 func ConnectReader(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *shard.Store, error) {
-	rdb, err := redisconn.New(rc)
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	rdb, err := redisconn.New(pctx, rc)
 	if err != nil {
 		return nil, nil, err
 	}
 	store := shard.NewStore(rdb, shard.NewKeys(rc.KeyPrefix))
 	store.SetDurability(shard.Durability{Replicas: rc.WaitReplicas, Timeout: rc.WaitTimeout})
-	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
 	if err := store.Ping(pctx); err != nil {
 		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("redis %v: %w", rc.Addrs, err)
+		return nil, nil, redisconn.OneLine(fmt.Errorf("redis %v: %w", rc.Addrs, err))
 	}
 	return rdb, store, nil
+}
+
+// checkRedisAtStart refuses to start on a server that may evict deadlines
+// (an allkeys-* maxmemory-policy on any master: eviction drops a device
+// without a trace, and its silence is never reported), and warns when
+// persistence is off (a restart of that server empties every shard).
+// volatile-* policies are accepted: they evict only keys with an expiry,
+// and flatline's only such keys are the scanner leases, whose loss costs
+// at most a takeover. When the facts cannot be read (INFO denied) it
+// warns and goes on, as the server's own refusals will then show.
+func checkRedisAtStart(ctx context.Context, rdb redis.UniversalClient, rc redisconn.Config, log *slog.Logger) error {
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	masters, err := redisconn.Inspect(cctx, rdb, rc)
+	if err != nil {
+		log.Warn("cannot read the Redis maxmemory-policy and persistence; not checked", "err", err)
+		return nil
+	}
+	for _, m := range masters {
+		if redisconn.Evicts(m.MaxmemoryPolicy) {
+			return fmt.Errorf("redis %s: maxmemory-policy is %s, which evicts deadlines when memory runs out and so loses timeouts: set maxmemory-policy noeviction (or a volatile-* policy)", m.Addr, m.MaxmemoryPolicy)
+		}
+	}
+	for _, m := range masters {
+		switch {
+		case m.MaxmemoryPolicy == "":
+			log.Warn("cannot read the Redis maxmemory-policy (neither CONFIG GET nor INFO memory); eviction not checked", "redis", m.Addr)
+		case m.Persistence == redisconn.PersistOff:
+			log.Warn("Redis persistence is off (no AOF, no RDB snapshots): a restart of this server loses every deadline it holds; enable appendonly, or rely on a replica that fails over",
+				"redis", m.Addr, "replicas", m.Replicas)
+		case m.Persistence == redisconn.PersistUnknown:
+			log.Info("Redis has no AOF, and its RDB snapshot schedule cannot be read (CONFIG denied); make sure the service persists or replicates", "redis", m.Addr, "replicas", m.Replicas)
+		}
+	}
+	st := redisconn.Summarize(redisconn.ModeOf(rdb, rc), masters)
+	log.Info("redis", "mode", st.Mode, "masters", len(masters), "maxmemory_policy", st.MaxmemoryPolicy, "persistence", st.Persistence, "replicas", st.Replicas)
+	return nil
 }
 
 // checkKafka asks the brokers for the signals and timeouts topics' metadata:

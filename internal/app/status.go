@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -29,5 +30,7 @@ func (a *App) status(ctx context.Context) (any, error) {
 		return nil, err
 	}
 	st.Instance = a.id
+	rs := redisconn.ReadStatus(ctx, a.rdb, a.cfg.Redis)
+	st.Redis = &rs
 	return st, nil
 }

@@ -1,10 +1,14 @@
 // Package redisconn builds the go-redis client from the redis section of the
-// configuration: one address is a standalone server, several a cluster.
+// configuration, for the deployment redis.mode names: a standalone server, a
+// Redis Cluster (several seed nodes, or one configuration endpoint), or a
+// master set watched by Sentinels. It also reads the server facts the
+// start-up checks and /status report (inspect.go).
 package redisconn
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,15 +26,45 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 var silence sync.Once
 
+// clusterReload is how often the cluster client re-reads the slot map when
+// nothing told it to. A master that died answers no MOVED, so without this
+// the client would keep sending its slots' writes to the dead address until
+// go-redis's default (60 s) passed, long after a replica took over. One
+// CLUSTER SLOTS a second is little load.
+const clusterReload = time.Second
+
+// The values of redis.mode.
+const (
+	// ModeAuto picks cluster for several addresses; for one, cluster when
+	// that server has cluster mode enabled (a managed cluster's
+	// configuration endpoint), else standalone.
+	ModeAuto = "auto"
+	// ModeStandalone is one server (a primary; its replicas are not used).
+	ModeStandalone = "standalone"
+	// ModeCluster is a Redis Cluster reached through any of its nodes.
+	ModeCluster = "cluster"
+	// ModeSentinel is the master of a set that Sentinels watch and fail
+	// over: redis.addrs are the Sentinels.
+	ModeSentinel = "sentinel"
+)
+
+var modes = []string{ModeAuto, ModeStandalone, ModeCluster, ModeSentinel}
+
 // Config is the redis section of the configuration.
 type Config struct {
-	// Addrs are host:port addresses; one = standalone, several = cluster.
+	// Mode is the deployment: auto, standalone, cluster or sentinel.
+	// Default: auto.
+	Mode string `config:"mode"`
+	// Addrs are host:port addresses: the server (standalone), seed nodes or
+	// a configuration endpoint (cluster), or the Sentinels (sentinel).
 	// Default: [127.0.0.1:6379].
 	Addrs []string `config:"addrs"`
-	// Username and Password authenticate (ACL user or requirepass).
+	// Username and Password authenticate to the data nodes (ACL user or
+	// requirepass); with Sentinel, to the master and replicas.
 	Username string `config:"username"`
 	Password string `config:"password"`
-	// DB selects the database (standalone only). Default: 0.
+	// DB selects the database (standalone and sentinel; a cluster has only
+	// db 0). Default: 0.
 	DB int `config:"db"`
 	// KeyPrefix starts every key flatline writes. Default: flatline.
 	KeyPrefix string `config:"key_prefix"`
@@ -43,17 +77,34 @@ type Config struct {
 	// WaitTimeout is how long one WAIT waits for the replicas; a batch
 	// they did not confirm by then is written again. Default: 1s.
 	WaitTimeout time.Duration `config:"wait_timeout"`
-	// TLS configures a TLS connection.
+	// Sentinel names the master set and the Sentinels' own credentials
+	// (redis.mode sentinel only).
+	Sentinel SentinelConfig `config:"sentinel"`
+	// TLS configures a TLS connection, to every node and, with Sentinel, to
+	// the Sentinels too.
 	TLS tlsconf.Config `config:"tls"`
+}
+
+// SentinelConfig is the redis.sentinel section.
+type SentinelConfig struct {
+	// Master is the name of the master set the Sentinels monitor.
+	Master string `config:"master"`
+	// Username and Password authenticate to the Sentinels themselves
+	// (their requirepass or an ACL user of theirs); empty for none.
+	Username string `config:"username"`
+	Password string `config:"password"`
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "flatline", WaitTimeout: time.Second}
+	return Config{Mode: ModeAuto, Addrs: []string{"127.0.0.1:6379"}, KeyPrefix: "flatline", WaitTimeout: time.Second}
 }
 
 // Validate checks the section; errors name the offending key.
 func (c Config) Validate() error {
+	if !slices.Contains(modes, c.Mode) {
+		return fmt.Errorf("redis.mode: must be one of %s, got %q", strings.Join(modes, ", "), c.Mode)
+	}
 	if len(c.Addrs) == 0 {
 		return fmt.Errorf("redis.addrs: at least one address is required")
 	}
@@ -65,8 +116,15 @@ func (c Config) Validate() error {
 	if c.DB < 0 {
 		return fmt.Errorf("redis.db: must not be negative, got %d", c.DB)
 	}
-	if len(c.Addrs) > 1 && c.DB != 0 {
+	switch {
+	case c.Mode == ModeStandalone && len(c.Addrs) > 1:
+		return fmt.Errorf("redis.addrs: redis.mode standalone takes one address, got %d (several are a cluster's nodes or the sentinels)", len(c.Addrs))
+	case c.DB != 0 && (c.Mode == ModeCluster || c.Mode == ModeAuto && len(c.Addrs) > 1):
 		return fmt.Errorf("redis.db: a Redis Cluster has only db 0, got %d", c.DB)
+	case c.Mode == ModeSentinel && c.Sentinel.Master == "":
+		return fmt.Errorf("redis.sentinel.master: required with redis.mode sentinel: the name of the master set the sentinels monitor")
+	case c.Mode != ModeSentinel && c.Sentinel != (SentinelConfig{}):
+		return fmt.Errorf("redis.sentinel: set, but redis.mode is %s: set redis.mode: sentinel to reach the master through the sentinels in redis.addrs", c.Mode)
 	}
 	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\n") {
 		return fmt.Errorf("redis.key_prefix: must be non-empty without braces or spaces, got %q", c.KeyPrefix)
@@ -92,21 +150,62 @@ func (c Config) readTimeout() time.Duration {
 	return 5*time.Second + c.WaitTimeout
 }
 
-// New builds the client: a ClusterClient for several addresses, a Client for one.
-func New(c Config) (redis.UniversalClient, error) {
+// New builds the client for c's mode: a ClusterClient for a cluster, a
+// failover Client for sentinel, a Client for a standalone server. In auto
+// mode with one address it first asks that server, within ctx, whether
+// cluster mode is enabled; the other modes send nothing before the first
+// command. Errors are one line naming the address. ModeOf tells which mode
+// a client was built for.
+func New(ctx context.Context, c Config) (redis.UniversalClient, error) {
 	silence.Do(func() { redis.SetLogger(quiet{}) })
 	tc, err := c.TLS.Build()
 	if err != nil {
 		return nil, fmt.Errorf("redis.tls: %w", err)
 	}
-	if len(c.Addrs) > 1 {
+	mode := c.Mode
+	if mode == ModeAuto || mode == "" {
+		if mode, err = detect(ctx, c, tc); err != nil {
+			return nil, err
+		}
+	}
+	switch mode {
+	case ModeCluster:
+		if c.DB != 0 {
+			return nil, fmt.Errorf("redis.db: %s has cluster mode enabled, and a Redis Cluster has only db 0, got %d", c.Addrs[0], c.DB)
+		}
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: tc,
+			ClusterStateReloadInterval: clusterReload, ReadTimeout: c.readTimeout(),
+		}), nil
+	case ModeSentinel:
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: c.Sentinel.Master, SentinelAddrs: c.Addrs,
+			SentinelUsername: c.Sentinel.Username, SentinelPassword: c.Sentinel.Password,
+			Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: tc,
+			ReadTimeout: c.readTimeout(),
+		}), nil
+	default:
+		return redis.NewClient(&redis.Options{
+			Addr: c.Addrs[0], Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: tc,
 			ReadTimeout: c.readTimeout(),
 		}), nil
 	}
-	return redis.NewClient(&redis.Options{
-		Addr: c.Addrs[0], Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: tc,
-		ReadTimeout: c.readTimeout(),
-	}), nil
+}
+
+// ModeOf is the mode New built rdb for, from c: cluster, sentinel or
+// standalone (never auto).
+func ModeOf(rdb redis.UniversalClient, c Config) string {
+	switch {
+	case isCluster(rdb):
+		return ModeCluster
+	case c.Mode == ModeSentinel:
+		return ModeSentinel
+	default:
+		return ModeStandalone
+	}
+}
+
+func isCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
 }

@@ -105,7 +105,7 @@ func TestACLUser(t *testing.T) {
 	// The user is really confined to the prefix.
 	confined := config(t, rs.Addr())
 	confined.Username, confined.Password = user, pw
-	rdb, err := redisconn.New(confined)
+	rdb, err := redisconn.New(ctx, confined)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,11 +24,13 @@ const (
 	maxClusterPort = 65535 - 10000
 )
 
-// ClusterServer is a private Redis Cluster owned by one test: masters only,
-// each a redis-server process on its own free loopback port and temp dir,
-// with all 16384 slots spread evenly over them.
+// ClusterServer is a private Redis Cluster owned by one test, each node a
+// redis-server process on its own free loopback port and temp dir, with
+// all 16384 slots spread evenly over the masters.
 type ClusterServer struct {
-	nodes []*RedisServer
+	nodes    []*RedisServer
+	masters  int
+	replicas int // per master
 }
 
 // RedisCluster starts masters redis-server processes in cluster mode
@@ -45,17 +47,37 @@ type ClusterServer struct {
 // test is skipped, or fails in CI (env CI=true).
 func RedisCluster(t testing.TB, masters int) *ClusterServer {
 	t.Helper()
+	return RedisClusterWithReplicas(t, masters, 0)
+}
+
+// RedisClusterWithReplicas is RedisCluster with replicasPerMaster replicas
+// of every master: masters*(1+replicasPerMaster) nodes, the first masters
+// of them masters (as redis-cli assigns them). It returns once the cluster
+// is ok and every master has all its replicas connected and in sync, so a
+// master killed right away (Kill) fails over to one of them about
+// cluster-node-timeout (2 s) later.
+//
+// extraArgs go to every node after the defaults, which they override (e.g.
+// "--cluster-node-timeout", "1000" for a faster failover).
+func RedisClusterWithReplicas(t testing.TB, masters, replicasPerMaster int, extraArgs ...string) *ClusterServer {
+	t.Helper()
 	if masters < 3 {
 		t.Fatalf("testenv: a Redis Cluster needs at least 3 masters, got %d", masters)
 	}
+	if replicasPerMaster < 0 {
+		t.Fatalf("testenv: negative replicas per master: %d", replicasPerMaster)
+	}
 	bin := lookTool(t, "redis-server", "redis-server")
 	cli := lookTool(t, "redis-cli", "redis-tools")
-	c := &ClusterServer{}
-	for k := 0; k < masters; k++ {
-		c.nodes = append(c.nodes, startClusterNode(t, bin))
+	c := &ClusterServer{masters: masters, replicas: replicasPerMaster}
+	for k := 0; k < masters*(1+replicasPerMaster); k++ {
+		c.nodes = append(c.nodes, startClusterNode(t, bin, extraArgs...))
 	}
 	c.create(t, cli)
 	if err := c.waitOK(clusterOKTimeout); err != nil {
+		t.Fatalf("testenv: Redis Cluster %v: %v", c.Addrs(), err)
+	}
+	if err := c.waitReplicas(clusterOKTimeout); err != nil {
 		t.Fatalf("testenv: Redis Cluster %v: %v", c.Addrs(), err)
 	}
 	return c
@@ -76,10 +98,11 @@ func lookTool(t testing.TB, name, pkg string) string {
 }
 
 // startClusterNode starts one empty cluster-mode node on a fresh port,
-// retrying with another when some process took it or its bus port.
-func startClusterNode(t testing.TB, bin string) *RedisServer {
+// retrying with another when some process took it or its bus port; extra
+// follows the default arguments.
+func startClusterNode(t testing.TB, bin string, extra ...string) *RedisServer {
 	t.Helper()
-	s := &RedisServer{t: t, bin: bin, dir: t.TempDir()}
+	s := &RedisServer{t: t, bin: bin, dir: t.TempDir(), password: argValue(extra, "--requirepass")}
 	// Registered after TempDir, so it runs before the directory is removed.
 	t.Cleanup(s.kill)
 	s.extra = []string{
@@ -87,6 +110,7 @@ func startClusterNode(t testing.TB, bin string) *RedisServer {
 		"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", "2000",
 	}
+	s.extra = append(s.extra, extra...)
 	for attempt := 1; ; attempt++ {
 		port, err := freeClusterPort()
 		if err != nil {
@@ -122,7 +146,7 @@ func (c *ClusterServer) create(t testing.TB, cli string) {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterCreateTimeout)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(c.replicas), "--cluster-yes")
 	out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("testenv: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -138,7 +162,7 @@ func (c *ClusterServer) waitOK(timeout time.Duration) error {
 		"cluster_state:ok",
 		"cluster_slots_ok:16384",
 		"cluster_known_nodes:" + strconv.Itoa(len(c.nodes)),
-		"cluster_size:" + strconv.Itoa(len(c.nodes)),
+		"cluster_size:" + strconv.Itoa(c.masters),
 	}
 	for _, n := range c.nodes {
 		rc := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, PoolSize: 1})
@@ -185,6 +209,63 @@ func hasAll(info string, want []string) bool {
 		}
 	}
 	return true
+}
+
+// waitReplicas waits until every master reports all its replicas online
+// and every replica's link to its master is up.
+func (c *ClusterServer) waitReplicas(timeout time.Duration) error {
+	if c.replicas == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for _, n := range c.nodes {
+		rc := redis.NewClient(&redis.Options{Addr: n.Addr(), Password: n.password, MaxRetries: -1, PoolSize: 1})
+		err := poll(deadline, func(ctx context.Context) error {
+			info, err := rc.Info(ctx, "replication").Result()
+			if err != nil {
+				return fmt.Errorf("node %s: %v", n.Addr(), err)
+			}
+			switch {
+			case strings.Contains(info, "role:master"):
+				if want := "connected_slaves:" + strconv.Itoa(c.replicas) + "\r\n"; !strings.Contains(info, want) || strings.Count(info, "state=online") != c.replicas {
+					return fmt.Errorf("master %s does not have its %d replicas online", n.Addr(), c.replicas)
+				}
+			case !strings.Contains(info, "master_link_status:up"):
+				return fmt.Errorf("replica %s not in sync", n.Addr())
+			}
+			return nil
+		})
+		_ = rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Masters are the nodes that answer ROLE as master now (after a failover,
+// a promoted replica is one); nodes that are down are left out.
+func (c *ClusterServer) Masters() []*RedisServer { return c.withRole("master") }
+
+// Replicas are the nodes that answer ROLE as replica now.
+func (c *ClusterServer) Replicas() []*RedisServer { return c.withRole("slave") }
+
+func (c *ClusterServer) withRole(role string) []*RedisServer {
+	var out []*RedisServer
+	for _, n := range c.nodes {
+		if !n.running() {
+			continue
+		}
+		rc := redis.NewClient(&redis.Options{Addr: n.Addr(), Password: n.password, MaxRetries: -1, PoolSize: 1})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r, err := rc.Do(ctx, "ROLE").Slice()
+		cancel()
+		_ = rc.Close()
+		if err == nil && len(r) > 0 && r[0] == role {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Addrs are the nodes' host:port addresses, in start order.

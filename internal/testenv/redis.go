@@ -43,6 +43,9 @@ type RedisServer struct {
 	extra    []string
 	password string
 	port     int
+	// sentinelConf, when set, runs the process as a Sentinel with this
+	// config file (which Sentinel rewrites as it learns).
+	sentinelConf string
 
 	mu   sync.Mutex
 	proc *redisProc // nil while stopped
@@ -170,14 +173,19 @@ func (s *RedisServer) start() error {
 		return err
 	}
 	logStart, _ := logf.Seek(0, io.SeekEnd)
-	args := append([]string{
+	var args []string
+	if s.sentinelConf != "" {
+		args = []string{s.sentinelConf, "--sentinel"}
+	}
+	args = append(args, []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
 		"--daemonize", "no",
-	}, s.extra...)
+	}...)
+	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = ChildProcAttr()
@@ -241,6 +249,34 @@ func waitRedis(p *redisProc, addr, password string) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// running reports whether the process is up (not stopped or killed).
+func (s *RedisServer) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
+}
+
+// Kill ends the server with SIGKILL, as a crash or a lost machine: no
+// shutdown save, connections dropped at once. Start brings it back.
+// Killing a stopped server does nothing.
+func (s *RedisServer) Kill() { s.kill() }
+
+// Log is everything the server wrote to its log file so far, across
+// restarts.
+func (s *RedisServer) Log() string {
+	return string(readFrom(filepath.Join(s.dir, "redis.log"), 0))
+}
+
+// logTail is the last n lines of the server's log, for a failed test's
+// report.
+func (s *RedisServer) logTail(n int) string {
+	lines := strings.Split(strings.TrimRight(s.Log(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // kill ends the server at cleanup without a graceful shutdown.

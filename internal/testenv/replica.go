@@ -54,8 +54,3 @@ func WaitReplicaLink(t testing.TB, replica *RedisServer, status string, timeout 
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-
-// Kill ends the server with SIGKILL, as a crash: nothing is flushed and no
-// replica is waited for. Start starts it again (empty, without
-// persistence).
-func (s *RedisServer) Kill() { s.kill() }

@@ -1,8 +1,11 @@
 // Package testenv starts the real infrastructure flatline's tests run
-// against: a private redis-server per test on a free loopback port, an
-// in-process Kafka (franz-go's kfake) reached over TCP by the real kafka-go
-// client, and a unique Redis key prefix per test. Everything a helper starts
-// is torn down by t.Cleanup.
+// against: a private redis-server per test on a free loopback port (Redis),
+// a Redis Cluster with or without replicas (RedisCluster,
+// RedisClusterWithReplicas), a master set with a replica and three
+// Sentinels (RedisSentinel), an in-process Kafka (franz-go's kfake) reached
+// over TCP by the real kafka-go client, and a unique Redis key prefix per
+// test. Everything a helper starts is torn down by t.Cleanup; a server can
+// be stopped (Stop), crashed (Kill) and restarted (Start) to inject faults.
 //
 // Tests that need Redis skip when redis-server is not installed, except in CI
 // (env CI=true), where a missing binary fails the test: CI must never go green

@@ -39,7 +39,7 @@ func failover(t *testing.T, replicas int) {
 		silent  = 150
 		pass    = "repl-secret"
 	)
-	c := testenv.RedisClusterWithReplicas(t, 3, time.Second,
+	c := testenv.RedisClusterWithReplicas(t, 3, 1, "--cluster-node-timeout", "1000",
 		"--user", "repl", "on", ">"+pass, "~*", "&*", "+@all", "--masteruser", "repl", "--masterauth", pass)
 	k := testenv.Kafka(t, partitions, e2etest.Topics...)
 	cfg := e2etest.Config(t, c.Addrs(), k.Brokers())

@@ -55,6 +55,9 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 	if n, _ := strconv.Atoi(tracked.attr("data-value")); n != live || tracked.text != strconv.Itoa(live) {
 		t.Errorf("tracked rendered as %q (data-value %q), want %d", tracked.text, tracked.attr("data-value"), live)
 	}
+	if mode, policy := elementByID(t, dom, "r-mode"), elementByID(t, dom, "r-policy"); mode.text != "standalone" || policy.text != "noeviction" {
+		t.Errorf("redis rendered as mode %q, maxmemory-policy %q; want standalone, noeviction", mode.text, policy.text)
+	}
 	if conn := elementByID(t, dom, "conn"); conn.text != "live" {
 		t.Errorf("connection pill says %q, want live (the page failed to fetch its data)", conn.text)
 	}
