@@ -9,15 +9,18 @@ import (
 
 // Status is the document of `flatline shards status --json` and /status.
 type Status struct {
-	Instance       string        `json:"instance,omitempty"`
-	Layout         shard.Layout  `json:"layout"`
-	Migration      Migration     `json:"migration"`
-	WatermarkMs    int64         `json:"watermark_ms"`
-	WatermarkLagMs int64         `json:"watermark_lag_ms"`
-	Partitions     int           `json:"partitions"`
-	Tracked        int64         `json:"tracked"`
-	Instances      []string      `json:"instances"`
-	Shards         []ShardStatus `json:"shards"`
+	Instance       string       `json:"instance,omitempty"`
+	Layout         shard.Layout `json:"layout"`
+	Migration      Migration    `json:"migration"`
+	WatermarkMs    int64        `json:"watermark_ms"`
+	WatermarkLagMs int64        `json:"watermark_lag_ms"`
+	Partitions     int          `json:"partitions"`
+	Tracked        int64        `json:"tracked"`
+	// Down is how many devices timed out within dispatch.recovery_window
+	// and have not beaten since, as CountDown counts them (set by ReadDown).
+	Down      int64         `json:"down"`
+	Instances []string      `json:"instances"`
+	Shards    []ShardStatus `json:"shards"`
 }
 
 // Migration is the progress of a doubling or halving.
@@ -38,7 +41,8 @@ type ShardStatus struct {
 	Owner          string `json:"owner"`
 }
 
-// ReadStatus reads the status from Redis.
+// ReadStatus reads the status from Redis, all but Down (see ReadDown). It
+// writes nothing.
 func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status, error) {
 	l, _, err := store.Layout(ctx)
 	if err != nil {
@@ -103,4 +107,19 @@ func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status,
 		}
 	}
 	return st, nil
+}
+
+// ReadDown sets st.Down: the devices of st's shards that timed out within
+// window (dispatch.recovery_window) and have not beaten since. One ZCOUNT
+// per shard; it writes nothing.
+func (st *Status) ReadDown(ctx context.Context, store *shard.Store, window time.Duration, now time.Time) error {
+	down, err := store.DownSince(ctx, st.Layout.Shards(), DownSince(window, now))
+	if err != nil {
+		return err
+	}
+	st.Down = 0
+	for _, c := range down {
+		st.Down += c
+	}
+	return nil
 }

@@ -48,13 +48,17 @@ func newStatusCmd(r *rootOptions) *cobra.Command {
 }
 
 func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) error {
-	_, store, closeStore, err := r.connectReader(ctx)
+	cfg, store, closeStore, err := r.connectReader(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	st, err := rebalance.ReadStatus(ctx, store, time.Now())
+	now := time.Now()
+	st, err := rebalance.ReadStatus(ctx, store, now)
 	if err != nil {
+		return err
+	}
+	if err := st.ReadDown(ctx, store, cfg.Dispatch.RecoveryWindow, now); err != nil {
 		return err
 	}
 	if o.output.JSON() {
@@ -160,6 +164,7 @@ func printStatus(w io.Writer, st rebalance.Status) {
 		fmt.Fprintln(w, "migration: none")
 	}
 	fmt.Fprintf(w, "tracked devices: %d\n", st.Tracked)
+	fmt.Fprintf(w, "devices down: %d (timed out within dispatch.recovery_window)\n", st.Down)
 	if st.Partitions > 0 {
 		fmt.Fprintf(w, "watermark: %s (lag %s over %d partitions)\n",
 			time.UnixMilli(st.WatermarkMs).UTC().Format("15:04:05.000"), time.Duration(st.WatermarkLagMs)*time.Millisecond, st.Partitions)
