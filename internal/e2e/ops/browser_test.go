@@ -19,7 +19,7 @@ import (
 
 // TestStatusPageInHeadlessChromium loads the status page of a running
 // instance in a real browser and checks what it rendered: the layout's shard
-// count, the tracked total, one bar per shard, the owner table and a live
+// count, the tracked total, the devices down, one bar per shard, the owner table and a live
 // connection (both /status and /metrics fetched without error). It saves a
 // screenshot under the test's temp dir (and in $FLATLINE_TEST_SCREENSHOTS
 // when set, to keep it).
@@ -39,8 +39,8 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 				owned++
 			}
 		}
-		if st.Tracked != live || owned != shards {
-			return fmt.Errorf("tracked %d (want %d), %d of %d shards owned", st.Tracked, live, owned, shards)
+		if st.Tracked != live || st.Down != silent || owned != shards {
+			return fmt.Errorf("tracked %d (want %d), down %d (want %d), %d of %d shards owned", st.Tracked, live, st.Down, silent, owned, shards)
 		}
 		return nil
 	})
@@ -54,6 +54,10 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 	tracked := elementByID(t, dom, "tracked")
 	if n, _ := strconv.Atoi(tracked.attr("data-value")); n != live || tracked.text != strconv.Itoa(live) {
 		t.Errorf("tracked rendered as %q (data-value %q), want %d", tracked.text, tracked.attr("data-value"), live)
+	}
+	down := elementByID(t, dom, "down")
+	if n, _ := strconv.Atoi(down.attr("data-value")); n != silent || down.text != strconv.Itoa(silent) {
+		t.Errorf("devices down rendered as %q (data-value %q), want %d", down.text, down.attr("data-value"), silent)
 	}
 	if conn := elementByID(t, dom, "conn"); conn.text != "live" {
 		t.Errorf("connection pill says %q, want live (the page failed to fetch its data)", conn.text)
