@@ -104,7 +104,7 @@ screenshot: build ## refresh docs/status-page.png from `flatline dev` (needs chr
 	@log="$$(mktemp)"; trap 'rm -f "$$log"' EXIT; \
 	bin/flatline dev --http 127.0.0.1:0 --duration 40s >"$$log" 2>&1 & pid=$$!; \
 	addr=""; for _ in $$(seq 100); do \
-		addr="$$(sed -n 's|.*status: http://\([^/]*\)/status.*|\1|p' "$$log")"; \
+		addr="$$(sed -n 's|.*status page: http://\([^/]*\)/.*|\1|p' "$$log")"; \
 		[ -n "$$addr" ] && break; sleep 0.2; \
 	done; \
 	if [ -z "$$addr" ]; then cat "$$log"; kill "$$pid" 2>/dev/null; exit 1; fi; \

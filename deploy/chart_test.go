@@ -566,3 +566,45 @@ func TestChartAlertsAreDeployPrometheusAlerts(t *testing.T) {
 		t.Errorf("deploy/%s differs from deploy/%s: cp deploy/%s deploy/%s", copyFile, alertsFile, alertsFile, copyFile)
 	}
 }
+
+// The container asks for the CPU and memory measured in deploy/README.md
+// ("Sizing"), with a memory limit above the request and no CPU limit
+// (throttling delays timeouts).
+func TestChartRequestsMeasuredResourcesWithoutACPULimit(t *testing.T) {
+	t.Parallel()
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Resources struct {
+							Requests map[string]string `yaml:"requests"`
+							Limits   map[string]string `yaml:"limits"`
+						} `yaml:"resources"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	render(t).must("Deployment", &d)
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(d.Spec.Template.Spec.Containers))
+	}
+	r := d.Spec.Template.Spec.Containers[0].Resources
+	if r.Requests["cpu"] == "" || r.Requests["memory"] == "" {
+		t.Errorf("requests %v, want cpu and memory", r.Requests)
+	}
+	if _, ok := r.Limits["cpu"]; ok {
+		t.Errorf("limits %v: a CPU limit throttles the scanners", r.Limits)
+	}
+	if r.Limits["memory"] == "" {
+		t.Errorf("limits %v, want a memory limit", r.Limits)
+	}
+	values, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(values), "PLACEHOLDER") {
+		t.Error("values.yaml still has placeholder resources")
+	}
+}

@@ -102,3 +102,51 @@ func TestListDownStopsAtTheLimitAcrossScanCalls(t *testing.T) {
 		}
 	}
 }
+
+// CountDown splits the devices down by class name while they are few, and
+// gives the total alone beyond the limit; ReadDown counts the same total.
+func TestCountDownSplitsByClassUpToTheLimit(t *testing.T) {
+	t.Parallel()
+	store, policy, cam := downFleet(t)
+	ctx := context.Background()
+	now := time.UnixMilli(1_800_000_000_000)
+	ms := func(d time.Duration) int64 { return now.Add(-d).UnixMilli() }
+	markDown(t, store, 0, "a", shard.Score(ms(time.Minute), shard.NewMeta(cam, 0)))
+	markDown(t, store, 1, "b", shard.Score(ms(time.Hour), shard.NewMeta(cam, shard.FlagOverride)))
+	markDown(t, store, 1, "c", shard.Score(ms(time.Hour), 0))
+	markDown(t, store, 0, "d", shard.Score(ms(2*time.Hour), shard.NewMeta(77, 0))) // a class id the policy does not know
+	markDown(t, store, 1, "old", shard.Score(ms(48*time.Hour), shard.NewMeta(cam, 0)))
+
+	got, err := rebalance.CountDown(ctx, store, policy, 2, 24*time.Hour, 10, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{"cam": 2, "": 2}; got.Total != 4 || fmt.Sprint(got.ByClass) != fmt.Sprint(want) {
+		t.Errorf("got total %d by class %v, want 4 and %v", got.Total, got.ByClass, want)
+	}
+	if got.RoundTrips != 2 {
+		t.Errorf("%d round trips, want 2 (the total, then the split)", got.RoundTrips)
+	}
+	// Window 0: every entry the down sets hold.
+	if got, err := rebalance.CountDown(ctx, store, policy, 2, 0, 10, now); err != nil || got.Total != 5 || got.ByClass["cam"] != 3 {
+		t.Errorf("window 0: %+v, %v; want all 5, 3 of class cam", got, err)
+	}
+	// Above the limit: the total alone, in one round trip.
+	got, err = rebalance.CountDown(ctx, store, policy, 2, 24*time.Hour, 3, now)
+	if err != nil || got.Total != 4 || got.ByClass != nil || got.RoundTrips != 1 {
+		t.Errorf("over the limit: %+v, %v; want total 4, no split, 1 round trip", got, err)
+	}
+	// Nothing down: every configured class and "no class" at 0.
+	got, err = rebalance.CountDown(ctx, store, policy, 2, time.Second, 10, now)
+	if want := map[string]int64{"cam": 0, "": 0}; err != nil || got.Total != 0 || fmt.Sprint(got.ByClass) != fmt.Sprint(want) {
+		t.Errorf("none down: %+v, %v; want %v", got, err, want)
+	}
+
+	st, err := rebalance.ReadStatus(ctx, store, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReadDown(ctx, store, 24*time.Hour, now); err != nil || st.Down != 4 {
+		t.Errorf("status down %d, %v; want 4", st.Down, err)
+	}
+}

@@ -17,7 +17,10 @@ type Status struct {
 	WatermarkLagMs int64        `json:"watermark_lag_ms"`
 	Partitions     int          `json:"partitions"`
 	Tracked        int64        `json:"tracked"`
-	Instances      []string     `json:"instances"`
+	// Down is how many devices timed out within dispatch.recovery_window
+	// and have not beaten since, as CountDown counts them (set by ReadDown).
+	Down      int64    `json:"down"`
+	Instances []string `json:"instances"`
 	// Redis describes the deployment (filled by the callers that know its
 	// configuration: /status and `shards status`).
 	Redis  *redisconn.Status `json:"redis,omitempty"`
@@ -42,7 +45,8 @@ type ShardStatus struct {
 	Owner          string `json:"owner"`
 }
 
-// ReadStatus reads the status from Redis.
+// ReadStatus reads the status from Redis, all but Down (see ReadDown). It
+// writes nothing.
 func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status, error) {
 	l, _, err := store.Layout(ctx)
 	if err != nil {
@@ -107,4 +111,19 @@ func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status,
 		}
 	}
 	return st, nil
+}
+
+// ReadDown sets st.Down: the devices of st's shards that timed out within
+// window (dispatch.recovery_window) and have not beaten since. One ZCOUNT
+// per shard; it writes nothing.
+func (st *Status) ReadDown(ctx context.Context, store *shard.Store, window time.Duration, now time.Time) error {
+	down, err := store.DownSince(ctx, st.Layout.Shards(), DownSince(window, now))
+	if err != nil {
+		return err
+	}
+	st.Down = 0
+	for _, c := range down {
+		st.Down += c
+	}
+	return nil
 }

@@ -26,8 +26,9 @@ func (k Keys) shardKey(i int, name string) string {
 func (k Keys) Deadlines(i int) string { return k.shardKey(i, "deadlines") }
 
 // Down is shard i's ZSET of devices that timed out and may still recover:
-// member = device id, score = the deadline (Unix ms) of the timeout, i.e.
-// down_since. Pruned after dispatch.recovery_window.
+// member = device id, score = the score the timeout fired at (see Score:
+// the deadline, i.e. down_since, with the class id in its low bits).
+// Pruned after dispatch.recovery_window.
 func (k Keys) Down(i int) string { return k.shardKey(i, "down") }
 
 // Overrides is shard i's HASH: device id -> timeout in ms, only for devices

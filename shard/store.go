@@ -24,6 +24,7 @@ func loadScript(name string) *redis.Script {
 
 var (
 	scriptDownClr  = loadScript("down_clear")
+	scriptDownCnt  = loadScript("down_count")
 	scriptFired    = loadScript("fired")
 	scriptRemoveIf = loadScript("remove_if")
 	scriptForget   = loadScript("forget")
@@ -32,7 +33,7 @@ var (
 	scriptRenew    = loadScript("lease_renew")
 	scriptRelease  = loadScript("lease_release")
 	scriptLayout   = loadScript("layout_set")
-	allScripts     = []*redis.Script{scriptDownClr, scriptFired, scriptRemoveIf, scriptForget,
+	allScripts     = []*redis.Script{scriptDownClr, scriptDownCnt, scriptFired, scriptRemoveIf, scriptForget,
 		scriptWMRaise, scriptClasses, scriptRenew, scriptRelease, scriptLayout}
 )
 

@@ -54,12 +54,16 @@ func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) 
 		return err
 	}
 	defer closeStore()
-	st, err := rebalance.ReadStatus(ctx, store, time.Now())
+	now := time.Now()
+	st, err := rebalance.ReadStatus(ctx, store, now)
 	if err != nil {
 		return err
 	}
 	rs := redisconn.ReadStatus(ctx, store.Client(), cfg.Redis)
 	st.Redis = &rs
+	if err := st.ReadDown(ctx, store, cfg.Dispatch.RecoveryWindow, now); err != nil {
+		return err
+	}
 	if o.output.JSON() {
 		return writeJSON(out, st)
 	}
@@ -163,6 +167,7 @@ func printStatus(w io.Writer, st rebalance.Status) {
 		fmt.Fprintln(w, "migration: none")
 	}
 	fmt.Fprintf(w, "tracked devices: %d\n", st.Tracked)
+	fmt.Fprintf(w, "devices down: %d (timed out within dispatch.recovery_window)\n", st.Down)
 	if st.Partitions > 0 {
 		fmt.Fprintf(w, "watermark: %s (lag %s over %d partitions)\n",
 			time.UnixMilli(st.WatermarkMs).UTC().Format("15:04:05.000"), time.Duration(st.WatermarkLagMs)*time.Millisecond, st.Partitions)

@@ -18,6 +18,7 @@ import (
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // Hooks let tests reach into a running instance.
@@ -35,6 +36,8 @@ type App struct {
 	log     *slog.Logger
 	id      string
 	Metrics *metrics.Metrics
+	// policy names the classes in scores (the registry as of start-up).
+	policy *timeouts.Policy
 
 	rdb       redis.UniversalClient
 	Store     *shard.Store
@@ -93,6 +96,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
+	a.policy = policy
 	a.Watcher = rebalance.NewWatcher(a.Store, cfg.Shards, log)
 	a.Watcher.Announce(a.id)
 	if _, err := a.Watcher.Init(ctx, cfg.Shards.InitialCount); err != nil {
@@ -137,10 +141,11 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 			return err
 		}
 	}
+	a.Metrics.SetClusterReader(a.readCluster)
 	if cfg.HTTP.Addr != "" {
 		a.HTTP, err = httpapi.New(cfg.HTTP, httpapi.Options{
 			Registry: a.Metrics.Registry, Ready: a.ready, Status: a.status, Log: log,
-			Collect: a.collectCluster,
+			DevicesDown: a.devicesDown,
 		})
 		if err != nil {
 			return err

@@ -2,48 +2,60 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
 )
 
-// collectCluster refreshes the gauges that describe shared state rather than
-// this process (layout, shard sizes, due backlog, firing watermark) from
-// Redis, when /metrics is scraped. Every instance exports the same values, so
-// they are right whichever instance Prometheus reaches and whatever roles it
-// runs. Three round trips: the layout, one pipeline of ZCARD and ZCOUNT per
-// shard, the watermarks. A failed read leaves the last values in place (the
-// process gauges and /readyz tell the outage).
-func (a *App) collectCluster(ctx context.Context) {
-	l, ok, err := a.Store.Layout(ctx)
-	if err != nil || !ok {
-		return
+// readCluster reads the state that describes the deployment rather than
+// this process (layout, shard sizes, due backlog, devices down, firing
+// watermark) from Redis, for the collector that /metrics gathers
+// (metrics.SetClusterReader). Every instance exports the same values, so
+// they are right whichever instance Prometheus reaches and whatever roles
+// it runs. Any failed read fails the whole: a total over the shards that
+// answered would look like lost devices.
+//
+// Round trips: the layout; one pipeline of ZCARD and ZCOUNT per shard; the
+// watermarks; one ZCOUNT per shard of the down sets; and, while at most
+// rebalance.DownByClassMax devices are down, one pipeline of down_count.lua
+// per shard to split them by class (more when a shard holds more than
+// shard.DownCountChunk of them).
+func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
+	l, _, err := a.Store.Layout(ctx)
+	if err != nil {
+		return metrics.Cluster{}, err
 	}
 	now := time.Now()
 	n := l.Shards()
 	keys := a.Store.Keys()
-	due := shard.MaxScore(now.UnixMilli())
+	due := strconv.FormatFloat(shard.MaxScore(now.UnixMilli()), 'f', -1, 64)
 	c := metrics.Cluster{LayoutCount: l.Count, LayoutPrevious: l.Previous, Now: now,
 		Sizes: make([]int64, n), Due: make([]int64, n)}
 	cmds, err := a.Store.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := 0; i < n; i++ {
 			p.ZCard(ctx, keys.Deadlines(i))
-			p.ZCount(ctx, keys.Deadlines(i), "-inf", strconv.FormatFloat(due, 'f', -1, 64))
+			p.ZCount(ctx, keys.Deadlines(i), "-inf", due)
 		}
 		return nil
 	})
 	if err != nil {
-		return
+		return metrics.Cluster{}, fmt.Errorf("read shard sizes: %w", err)
 	}
 	for i := 0; i < n; i++ {
 		c.Sizes[i] = cmds[2*i].(*redis.IntCmd).Val()
 		c.Due[i] = cmds[2*i+1].(*redis.IntCmd).Val()
 	}
-	if wms, parts, err := a.Store.Watermarks(ctx); err == nil && parts > 0 {
+	wms, parts, err := a.Store.Watermarks(ctx)
+	if err != nil {
+		return metrics.Cluster{}, err
+	}
+	if parts > 0 {
 		min := int64(-1)
 		for p := 0; p < parts; p++ {
 			if v := wms[p]; min < 0 || v < min {
@@ -52,5 +64,13 @@ func (a *App) collectCluster(ctx context.Context) {
 		}
 		c.WatermarkMs = min
 	}
-	a.Metrics.SetCluster(c)
+	down, err := rebalance.CountDown(ctx, a.Store, a.policy, n, a.cfg.Dispatch.RecoveryWindow, rebalance.DownByClassMax, now)
+	if err != nil {
+		return metrics.Cluster{}, err
+	}
+	c.Down = down.ByClass
+	if c.Down == nil {
+		c.Down = map[string]int64{metrics.DownAllClasses: down.Total}
+	}
+	return c, nil
 }

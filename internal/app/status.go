@@ -25,12 +25,24 @@ func (a *App) ready(ctx context.Context) error {
 // status answers /status: the same document as `flatline shards status
 // --json`, read from Redis, with this instance's id.
 func (a *App) status(ctx context.Context) (any, error) {
-	st, err := rebalance.ReadStatus(ctx, a.Store, time.Now())
+	now := time.Now()
+	st, err := rebalance.ReadStatus(ctx, a.Store, now)
 	if err != nil {
+		return nil, err
+	}
+	if err := st.ReadDown(ctx, a.Store, a.cfg.Dispatch.RecoveryWindow, now); err != nil {
 		return nil, err
 	}
 	st.Instance = a.id
 	rs := redisconn.ReadStatus(ctx, a.rdb, a.cfg.Redis)
 	st.Redis = &rs
 	return st, nil
+}
+
+// devicesDown answers GET /devices/down: what `flatline devices down -o
+// json` prints for the same --class and --limit.
+func (a *App) devicesDown(ctx context.Context, class string, limit int) (any, error) {
+	return rebalance.ListDown(ctx, a.Store, a.policy, rebalance.DownQuery{
+		Class: class, Limit: limit, Window: a.cfg.Dispatch.RecoveryWindow, Pad: a.cfg.Ingest.CoalesceWindow,
+	}, time.Now())
 }

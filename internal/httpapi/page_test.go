@@ -54,7 +54,7 @@ func TestStatusPageIsServedAtRootOnly(t *testing.T) {
 	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("Content-Security-Policy = %q, want a default-src 'none' policy", csp)
 	}
-	for _, id := range []string{`id="shard-count"`, `id="tracked"`, `id="chart-shards"`, `id="chart-resets"`, `id="chart-timeouts"`, `id="lateness-p99"`, `id="wm-lag"`, `id="owners"`, `id="r-mode"`, `id="r-policy"`, `id="r-persistence"`, `id="r-replicas"`} {
+	for _, id := range []string{`id="shard-count"`, `id="tracked"`, `id="down"`, `id="chart-shards"`, `id="chart-resets"`, `id="chart-timeouts"`, `id="lateness-p99"`, `id="wm-lag"`, `id="owners"`, `id="r-mode"`, `id="r-policy"`, `id="r-persistence"`, `id="r-replicas"`} {
 		if !strings.Contains(string(body), id) {
 			t.Errorf("page lacks %s", id)
 		}

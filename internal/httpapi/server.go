@@ -1,7 +1,7 @@
 // Package httpapi serves flatline's admin HTTP endpoints: / (the status
 // page), /metrics (Prometheus), /healthz (the process runs), /readyz (Redis
-// and Kafka reachable, layout loaded) and /status (JSON, the shards status
-// document).
+// and Kafka reachable, layout loaded), /status (JSON, the shards status
+// document) and /devices/down (JSON, the devices timed out now).
 package httpapi
 
 import (
@@ -12,7 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,26 +27,23 @@ type Options struct {
 	// Status returns the /status document.
 	Status func(ctx context.Context) (any, error)
 	Log    *slog.Logger
+	// DevicesDown returns the /devices/down document: the devices timed
+	// out now, of class (all when ""), at most limit of them (all when 0).
+	// Nil serves 404.
+	DevicesDown func(ctx context.Context, class string, limit int) (any, error)
 	// Extra handlers mounted beside the built-in ones (e.g. the status page).
 	Extra map[string]http.Handler
-	// Collect, when set, refreshes gauges read from shared state (Redis)
-	// before /metrics is served: at most once per CollectEvery, one call at
-	// a time, bounded by the request's context.
-	Collect func(ctx context.Context)
 }
 
-// CollectEvery bounds how often a scrape of /metrics triggers
-// Options.Collect (the status page scrapes every 2 s per open tab).
-const CollectEvery = time.Second
+// DevicesDownLimit is the default of /devices/down?limit=, as of `flatline
+// devices down --limit`.
+const DevicesDownLimit = 1000
 
 // Server is the admin HTTP server.
 type Server struct {
 	cfg  Config
 	opts Options
 	ln   net.Listener
-
-	collectMu   sync.Mutex
-	lastCollect time.Time
 }
 
 // New binds the listener at once so a bad address fails at start.
@@ -65,11 +62,9 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/{$}", Page())
-	metrics := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{})
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		s.collect(r.Context())
-		metrics.ServeHTTP(w, r)
-	})
+	// Gauges read from Redis are a collector of the registry: read when
+	// gathered, absent when the read fails.
+	mux.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -90,31 +85,51 @@ func (s *Server) Handler() http.Handler {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(st)
+		writeJSON(w, st)
 	})
+	if s.opts.DevicesDown != nil {
+		mux.HandleFunc("GET /devices/down", s.devicesDown)
+	}
 	for path, h := range s.opts.Extra {
 		mux.Handle(path, h)
 	}
 	return mux
 }
 
-// collect runs Options.Collect unless it ran within CollectEvery.
-func (s *Server) collect(ctx context.Context) {
-	if s.opts.Collect == nil {
-		return
+// devicesDown serves GET /devices/down?class=C&limit=N with the query
+// options of `flatline devices down`: a bad option is a 400 naming it.
+func (s *Server) devicesDown(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for name := range q {
+		if name != "class" && name != "limit" {
+			http.Error(w, fmt.Sprintf("unknown query parameter %q (want class, limit)", name), http.StatusBadRequest)
+			return
+		}
 	}
-	s.collectMu.Lock()
-	defer s.collectMu.Unlock()
-	if time.Since(s.lastCollect) < CollectEvery {
-		return
+	limit := DevicesDownLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			http.Error(w, fmt.Sprintf("limit: want a whole number, 0 for all, got %q", v), http.StatusBadRequest)
+			return
+		}
+		limit = n
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	s.opts.Collect(ctx)
-	s.lastCollect = time.Now()
+	list, err := s.opts.DevicesDown(ctx, q.Get("class"), limit)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	writeJSON(w, list)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 // Close releases the listener New bound, for a server that never runs; after

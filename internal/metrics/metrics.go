@@ -5,8 +5,6 @@ package metrics
 
 import (
 	"runtime"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,8 +32,6 @@ type Metrics struct {
 	PublishErrors      *prometheus.CounterVec // reason: PublishReasons
 	Lateness           prometheus.Histogram
 
-	ShardSize    *prometheus.GaugeVec // shard
-	DueBacklog   *prometheus.GaugeVec // shard
 	ScanErrors   prometheus.Counter
 	StaleDropped prometheus.Counter
 	// ReplaysDropped counts members not later than a timeout their device
@@ -43,20 +39,18 @@ type Metrics struct {
 	ReplaysDropped prometheus.Counter
 	Moved          prometheus.Counter
 
-	WatermarkMs    prometheus.Gauge
-	WatermarkLag   prometheus.Gauge
-	LeasesOwned    prometheus.Gauge
-	LeaseOwned     *prometheus.GaugeVec // shard
-	LayoutCount    prometheus.Gauge
-	LayoutPrevious prometheus.Gauge
-	Misplaced      prometheus.Gauge
+	LeasesOwned prometheus.Gauge
+	LeaseOwned  *prometheus.GaugeVec // shard
+	Misplaced   prometheus.Gauge
 
 	// BuildInfo is flatline_build_info{version, goversion}: one series,
 	// always 1, so dashboards can join on the running version.
 	BuildInfo *prometheus.GaugeVec
 
-	clusterMu     sync.Mutex
-	clusterShards int // shard label values SetCluster last exported
+	// cluster exports the state shared through Redis (layout, shard sizes,
+	// due backlog, devices tracked and down, watermark), read at scrape
+	// time: see SetClusterReader.
+	cluster *clusterCollector
 }
 
 // InvalidReasons are SPEC §2's reason codes (ingest.AllReasons; a test keeps
@@ -110,11 +104,7 @@ func New() *Metrics {
 		dst        *prometheus.Gauge
 		name, help string
 	}{
-		{&m.WatermarkMs, "flatline_watermark_timestamp_seconds", "The firing watermark: min over signals partitions of wm(p), Unix seconds."},
-		{&m.WatermarkLag, "flatline_watermark_lag_seconds", "How far the firing watermark is behind now."},
 		{&m.LeasesOwned, "flatline_scanner_leases_owned", "Shards whose scanner runs on this instance."},
-		{&m.LayoutCount, "flatline_layout_shards", "The layout's shard count."},
-		{&m.LayoutPrevious, "flatline_layout_previous_shards", "The layout's previous count while migrating, else 0."},
 		{&m.Misplaced, "flatline_migration_misplaced_members", "Members still in their previous shard (last sweep's count)."},
 	}
 	for _, d := range gauges {
@@ -135,8 +125,6 @@ func New() *Metrics {
 	m.PublishErrors = cv("flatline_publish_errors_total", "Failed produce attempts of events (retried), by reason.", "reason")
 	m.Fallbacks = cv("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class).", "kind")
 	m.ConsumerLag = gv("flatline_consumer_lag_messages", "Messages not yet written to Redis, per signals partition this instance owns.", "partition")
-	m.ShardSize = gv("flatline_shard_devices", "Devices tracked per shard.", "shard")
-	m.DueBacklog = gv("flatline_shard_due_backlog", "Members due but not yet fired per shard (held by the watermark or in flight).", "shard")
 	m.LeaseOwned = gv("flatline_scanner_lease_owned", "1 when this instance owns the shard's scanner lease.", "shard")
 	m.BuildInfo = gv("flatline_build_info", "Always 1; labelled with the version flatline was built as and the Go version it was built with.", "version", "goversion")
 	m.SetVersion(UnknownVersion)
@@ -145,6 +133,8 @@ func New() *Metrics {
 		Buckets: LatenessBuckets,
 	})
 	r.MustRegister(m.Lateness)
+	m.cluster = newClusterCollector(time.Now)
+	r.MustRegister(m.cluster)
 	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	for _, reason := range InvalidReasons {
 		m.Invalid.WithLabelValues(reason)
@@ -167,47 +157,6 @@ const UnknownVersion = "unknown"
 func (m *Metrics) SetVersion(version string) {
 	m.BuildInfo.Reset()
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
-}
-
-// Cluster is the state every instance shares through Redis: the layout, the
-// shards and the firing watermark. Each instance exports the same values
-// (dashboards take max() over instances), read when /metrics is scraped.
-type Cluster struct {
-	LayoutCount    int
-	LayoutPrevious int
-	// Sizes and Due are per shard 0..len-1: members, and members whose
-	// deadline is at or before Now (due but not yet fired).
-	Sizes []int64
-	Due   []int64
-	// WatermarkMs is min over signals partitions of wm(p), Unix ms; 0 when
-	// no partition has one yet.
-	WatermarkMs int64
-	Now         time.Time
-}
-
-// SetCluster exports c on the layout, shard and watermark gauges. Shards
-// beyond the current count (after a halving) stop being exported.
-func (m *Metrics) SetCluster(c Cluster) {
-	m.clusterMu.Lock()
-	defer m.clusterMu.Unlock()
-	m.LayoutCount.Set(float64(c.LayoutCount))
-	m.LayoutPrevious.Set(float64(c.LayoutPrevious))
-	for i, n := range c.Sizes {
-		m.ShardSize.WithLabelValues(strconv.Itoa(i)).Set(float64(n))
-	}
-	for i, n := range c.Due {
-		m.DueBacklog.WithLabelValues(strconv.Itoa(i)).Set(float64(n))
-	}
-	n := max(len(c.Sizes), len(c.Due))
-	for i := n; i < m.clusterShards; i++ {
-		m.ShardSize.DeleteLabelValues(strconv.Itoa(i))
-		m.DueBacklog.DeleteLabelValues(strconv.Itoa(i))
-	}
-	m.clusterShards = n
-	if c.WatermarkMs > 0 {
-		m.WatermarkMs.Set(float64(c.WatermarkMs) / 1000)
-		m.WatermarkLag.Set(max(0, float64(c.Now.UnixMilli()-c.WatermarkMs)/1000))
-	}
 }
 
 // PublishErrorsTotal is flatline_publish_errors_total summed over its

@@ -36,6 +36,13 @@ type LatenessResult struct {
 	// during the window: scanners fire nothing newer, so this is the floor
 	// of detection lateness.
 	WatermarkLag Dist `json:"watermark_lag_sampled"`
+	// FlatlineCores is the flatline process's CPU time over the window's
+	// wall time, under the background load: the steady-state cost the
+	// Helm chart's CPU request is sized from (deploy/README.md, "Sizing").
+	FlatlineCores float64 `json:"flatline_cores"`
+	// FlatlinePeakRSSBytes is the flatline process's peak RSS (VmHWM) at
+	// the end of the window, the 1M devices tracked.
+	FlatlinePeakRSSBytes int64 `json:"flatline_peak_rss_bytes"`
 	Cost
 }
 
@@ -176,6 +183,10 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	<-wmDone
 	res.WatermarkLag = distOf(wmLag)
 	res.CPUSplit = meter.Split()
+	if wall := res.CPUSplit["wall"]; wall > 0 {
+		res.FlatlineCores = res.CPUSplit["flatline"] / wall
+	}
+	res.FlatlinePeakRSSBytes = fl.Proc().PeakRSS
 	m1, err := fl.Metrics(ctx)
 	if err == nil && m0 != nil {
 		res.BackgroundIngested = (sumMetric(m1, "flatline_heartbeats_consumed_total") - sumMetric(m0, "flatline_heartbeats_consumed_total")) / elapsed

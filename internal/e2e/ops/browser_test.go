@@ -19,7 +19,7 @@ import (
 
 // TestStatusPageInHeadlessChromium loads the status page of a running
 // instance in a real browser and checks what it rendered: the layout's shard
-// count, the tracked total, one bar per shard, the owner table and a live
+// count, the tracked total, the devices down, one bar per shard, the owner table and a live
 // connection (both /status and /metrics fetched without error). It saves a
 // screenshot under the test's temp dir (and in $FLATLINE_TEST_SCREENSHOTS
 // when set, to keep it).
@@ -39,8 +39,8 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 				owned++
 			}
 		}
-		if st.Tracked != live || owned != shards {
-			return fmt.Errorf("tracked %d (want %d), %d of %d shards owned", st.Tracked, live, owned, shards)
+		if st.Tracked != live || st.Down != silent || owned != shards {
+			return fmt.Errorf("tracked %d (want %d), down %d (want %d), %d of %d shards owned", st.Tracked, live, st.Down, silent, owned, shards)
 		}
 		return nil
 	})
@@ -57,6 +57,10 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 	}
 	if mode, policy := elementByID(t, dom, "r-mode"), elementByID(t, dom, "r-policy"); mode.text != "standalone" || policy.text != "noeviction" {
 		t.Errorf("redis rendered as mode %q, maxmemory-policy %q; want standalone, noeviction", mode.text, policy.text)
+	}
+	down := elementByID(t, dom, "down")
+	if n, _ := strconv.Atoi(down.attr("data-value")); n != silent || down.text != strconv.Itoa(silent) {
+		t.Errorf("devices down rendered as %q (data-value %q), want %d", down.text, down.attr("data-value"), silent)
 	}
 	if conn := elementByID(t, dom, "conn"); conn.text != "live" {
 		t.Errorf("connection pill says %q, want live (the page failed to fetch its data)", conn.text)

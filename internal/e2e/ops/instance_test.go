@@ -18,17 +18,29 @@ type instance struct {
 	*e2etest.Instance
 	cfg  configs.Config
 	base string // http://host:port
+	env  *e2etest.Env
 }
 
 // startInstance runs one flatline instance against a private redis-server
 // and an in-process Kafka, with its admin HTTP server on a free port.
 func startInstance(t *testing.T, shards int) *instance {
 	t.Helper()
-	e := e2etest.NewEnv(t, 4)
+	return startInstanceWith(t, shards, nil)
+}
+
+// startInstanceWith is startInstance with the configuration edited by edit
+// (when not nil) and redis-server started with redisArgs; it returns the
+// environment too.
+func startInstanceWith(t *testing.T, shards int, edit func(*configs.Config), redisArgs ...string) *instance {
+	t.Helper()
+	e := e2etest.NewEnv(t, 4, redisArgs...)
 	e.Cfg.Shards.InitialCount = shards
 	e.Cfg.HTTP.Addr = "127.0.0.1:0"
+	if edit != nil {
+		edit(&e.Cfg)
+	}
 	in := e2etest.Start(t, e.Cfg, app.Hooks{})
-	return &instance{Instance: in, cfg: e.Cfg, base: "http://" + in.HTTP.Addr()}
+	return &instance{Instance: in, cfg: e.Cfg, base: "http://" + in.HTTP.Addr(), env: e}
 }
 
 // heartbeat is one message for the signals topic; a nil value is sent as
@@ -36,6 +48,7 @@ func startInstance(t *testing.T, shards int) *instance {
 type heartbeat struct {
 	key       string
 	timeoutMs int
+	class     string
 	raw       []byte
 }
 
@@ -50,6 +63,9 @@ func (in *instance) send(t *testing.T, msgs []heartbeat) {
 			body := map[string]any{"device_id": m.key, "ts": now}
 			if m.timeoutMs > 0 {
 				body["timeout_ms"] = m.timeoutMs
+			}
+			if m.class != "" {
+				body["class"] = m.class
 			}
 			v, _ = json.Marshal(body)
 		}
@@ -74,6 +90,7 @@ type statusDoc struct {
 		Count int `json:"count"`
 	} `json:"layout"`
 	Tracked int64 `json:"tracked"`
+	Down    int64 `json:"down"`
 	Shards  []struct {
 		Owner string `json:"owner"`
 	} `json:"shards"`

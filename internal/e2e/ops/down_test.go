@@ -1,0 +1,175 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/rebalance"
+)
+
+// series returns the value of the one sample of /metrics whose name and
+// labels are exactly sel (`name` or `name{a="b"}`), and whether there is one.
+func series(body, sel string) (float64, bool) {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sel) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	return v, err == nil
+}
+
+// TestDevicesDownEndpointAnswersAsTheCommand: devices that time out are
+// listed by GET /devices/down as `flatline devices down -o json` lists them
+// (rebalance.ListDown over the policy the command reads), with the
+// command's --class and --limit as query options, and counted by
+// flatline_devices_down{class} and /status.
+func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
+	const live, cams, plain = 20, 6, 4
+	in := startInstanceWith(t, 4, func(c *configs.Config) {
+		c.Timeouts.Classes = map[string]time.Duration{"cam": time.Second, "gateway": time.Hour}
+	})
+	var msgs []heartbeat
+	msgs = append(msgs, heartbeats("live-", live, 0)...)
+	for _, h := range heartbeats("cam-", cams, 0) {
+		h.class = "cam"
+		msgs = append(msgs, h)
+	}
+	msgs = append(msgs, heartbeats("plain-", plain, 1000)...)
+	in.send(t, msgs)
+	e2etest.EventuallyNil(t, 20*time.Second, "the silent devices down", func() error {
+		if st := in.status(t); st.Down != cams+plain || st.Tracked != live {
+			return fmt.Errorf("/status: %d down, %d tracked; want %d and %d", st.Down, st.Tracked, cams+plain, live)
+		}
+		return nil
+	})
+
+	get := func(query string) rebalance.DownList {
+		t.Helper()
+		var l rebalance.DownList
+		if err := json.Unmarshal(in.get(t, "/devices/down"+query), &l); err != nil {
+			t.Fatalf("GET /devices/down%s: %v", query, err)
+		}
+		return l
+	}
+	// What the command prints for the same options (its -o json is this
+	// document), less down_for_ms, which moves with the clock.
+	command := func(class string, limit int) rebalance.DownList {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		policy, err := app.ReadPolicy(ctx, in.Store, in.cfg.Timeouts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := rebalance.ListDown(ctx, in.Store, policy, rebalance.DownQuery{
+			Class: class, Limit: limit, Window: in.cfg.Dispatch.RecoveryWindow, Pad: in.cfg.Ingest.CoalesceWindow,
+		}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	same := func(what string, got, want rebalance.DownList) {
+		t.Helper()
+		strip := func(l rebalance.DownList) string {
+			l.Devices = slices.Clone(l.Devices)
+			for i := range l.Devices {
+				l.Devices[i].DownForMs = 0
+			}
+			return fmt.Sprintf("%+v", l)
+		}
+		if strip(got) != strip(want) {
+			t.Errorf("%s:\n got %s\nwant %s", what, strip(got), strip(want))
+		}
+	}
+
+	all := get("")
+	if len(all.Devices) != cams+plain || all.Truncated {
+		t.Fatalf("GET /devices/down: %d devices (truncated %v), want %d", len(all.Devices), all.Truncated, cams+plain)
+	}
+	same("GET /devices/down", all, command("", 1000))
+	for _, d := range all.Devices {
+		if want := map[bool]string{true: "cam", false: ""}[strings.HasPrefix(d.DeviceID, "cam-")]; d.Class != want || d.DownForMs <= 0 {
+			t.Errorf("%+v: want class %q and a positive down_for_ms", d, want)
+		}
+	}
+	cam := get("?class=cam")
+	same("GET /devices/down?class=cam", cam, command("cam", 1000))
+	if len(cam.Devices) != cams {
+		t.Errorf("?class=cam: %d devices, want %d", len(cam.Devices), cams)
+	}
+	if l := get("?limit=3"); len(l.Devices) != 3 || !l.Truncated {
+		t.Errorf("?limit=3: %d devices, truncated %v; want 3, true", len(l.Devices), l.Truncated)
+	}
+
+	body := string(in.get(t, "/metrics"))
+	for sel, want := range map[string]float64{
+		`flatline_devices_down{class="cam"}`:     cams,
+		`flatline_devices_down{class=""}`:        plain,
+		`flatline_devices_down{class="gateway"}`: 0,
+		`flatline_devices_tracked`:               live,
+	} {
+		if got, ok := series(body, sel); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", sel, got, ok, want)
+		}
+	}
+}
+
+// TestRedisGaugesAreAbsentWhileRedisIsDown: the gauges read from Redis at
+// scrape time vanish from /metrics while Redis is down (they would
+// otherwise show the last values as current), flatline_cluster_state_up
+// says why, and they are back with Redis.
+func TestRedisGaugesAreAbsentWhileRedisIsDown(t *testing.T) {
+	const shards, live = 4, 30
+	// Persistence keeps the devices and the layout across the restart.
+	in := startInstanceWith(t, shards, nil, "--appendonly", "yes")
+	in.send(t, heartbeats("live-", live, 0))
+	fromRedis := []string{
+		"flatline_layout_shards", "flatline_layout_previous_shards", "flatline_shard_devices",
+		"flatline_shard_due_backlog", "flatline_devices_tracked", "flatline_devices_down",
+		"flatline_watermark_timestamp_seconds", "flatline_watermark_lag_seconds",
+	}
+	present := func(body string) []string {
+		var out []string
+		for _, name := range fromRedis {
+			if regexp.MustCompile(`(?m)^` + name + `[{ ]`).MatchString(body) {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	up := func(want float64) func() error {
+		return func() error {
+			body := string(in.get(t, "/metrics"))
+			if v, ok := series(body, "flatline_cluster_state_up"); !ok || v != want {
+				return fmt.Errorf("flatline_cluster_state_up = %v (present %v), want %v", v, ok, want)
+			}
+			got := present(body)
+			if want == 1 {
+				if tracked, _ := series(body, "flatline_devices_tracked"); tracked != live || !slices.Equal(got, fromRedis) {
+					return fmt.Errorf("tracked %v, want %d; present %v, want %v", tracked, live, got, fromRedis)
+				}
+			} else if len(got) > 0 {
+				return fmt.Errorf("with Redis down, /metrics still has %v", got)
+			}
+			return nil
+		}
+	}
+	e2etest.EventuallyNil(t, 20*time.Second, "the fleet tracked, every gauge read from Redis exported", up(1))
+
+	in.env.Redis.Stop()
+	e2etest.EventuallyNil(t, 20*time.Second, "the gauges read from Redis gone with it", up(0))
+
+	in.env.Redis.Start()
+	e2etest.EventuallyNil(t, 30*time.Second, "the gauges back with Redis", up(1))
+}
