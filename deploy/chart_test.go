@@ -408,6 +408,7 @@ func TestChartRefusesWhatWouldNotWork(t *testing.T) {
 		{"config.http.addr=127.0.0.1:9464", "config.http.addr: the chart sets it to 0.0.0.0:9464"},
 		{"config.redis.password=hunter2", "config.redis.password: a ConfigMap is not secret"},
 		{"config.kafka.sasl.password=hunter2", "config.kafka.sasl.password: a ConfigMap is not secret"},
+		{"config.redis.sentinel.password=hunter2", "config.redis.sentinel.password: a ConfigMap is not secret"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			t.Parallel()
@@ -423,14 +424,18 @@ func TestChartPasswordsComeFromSecrets(t *testing.T) {
 	t.Parallel()
 	r := render(t,
 		"--set", "secrets.redisPassword.name=redis-auth",
+		"--set", "secrets.redisSentinelPassword.name=sentinel-auth",
+		"--set", "config.redis.mode=sentinel",
+		"--set", "config.redis.sentinel.master=flatline",
 		"--set", "secrets.kafkaSaslPassword.name=kafka-auth",
 		"--set", "secrets.kafkaSaslPassword.key=sasl",
 		"--set", "config.kafka.sasl.mechanism=SCRAM-SHA-512",
 		"--set", "config.kafka.sasl.username=flatline",
 	)
 	want := map[string][2]string{
-		"FLATLINE_REDIS_PASSWORD":      {"redis-auth", "password"},
-		"FLATLINE_KAFKA_SASL_PASSWORD": {"kafka-auth", "sasl"},
+		"FLATLINE_REDIS_PASSWORD":          {"redis-auth", "password"},
+		"FLATLINE_REDIS_SENTINEL_PASSWORD": {"sentinel-auth", "password"},
+		"FLATLINE_KAFKA_SASL_PASSWORD":     {"kafka-auth", "sasl"},
 	}
 	// Every variable the chart sets must be a setting flatline knows: give
 	// each a value and load the configuration with them (r.config fails on
@@ -452,8 +457,10 @@ func TestChartPasswordsComeFromSecrets(t *testing.T) {
 		t.Errorf("%s is not set", name)
 	}
 	cfg := r.config(env...)
-	if cfg.Redis.Password != "secret-of-FLATLINE_REDIS_PASSWORD" || cfg.Kafka.SASL.Password != "secret-of-FLATLINE_KAFKA_SASL_PASSWORD" {
-		t.Errorf("the Secrets' variables do not reach redis.password and kafka.sasl.password: %q, %q", cfg.Redis.Password, cfg.Kafka.SASL.Password)
+	if cfg.Redis.Password != "secret-of-FLATLINE_REDIS_PASSWORD" || cfg.Kafka.SASL.Password != "secret-of-FLATLINE_KAFKA_SASL_PASSWORD" ||
+		cfg.Redis.Sentinel.Password != "secret-of-FLATLINE_REDIS_SENTINEL_PASSWORD" {
+		t.Errorf("the Secrets' variables do not reach redis.password, redis.sentinel.password and kafka.sasl.password: %q, %q, %q",
+			cfg.Redis.Password, cfg.Redis.Sentinel.Password, cfg.Kafka.SASL.Password)
 	}
 	// No password at all without a Secret: the variables are not set empty.
 	for _, e := range render(t).container().Env {

@@ -57,6 +57,9 @@ passwords, which belong in Secrets (see .Values.secrets), not a ConfigMap.
 {{- if dig "redis" "password" "" $config }}
 {{- fail "config.redis.password: a ConfigMap is not secret; put the password in a Secret and set secrets.redisPassword.name" }}
 {{- end }}
+{{- if dig "redis" "sentinel" "password" "" $config }}
+{{- fail "config.redis.sentinel.password: a ConfigMap is not secret; put the password in a Secret and set secrets.redisSentinelPassword.name" }}
+{{- end }}
 {{- if dig "kafka" "sasl" "password" "" $config }}
 {{- fail "config.kafka.sasl.password: a ConfigMap is not secret; put the password in a Secret and set secrets.kafkaSaslPassword.name" }}
 {{- end }}
