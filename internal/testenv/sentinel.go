@@ -31,6 +31,10 @@ type SentinelOptions struct {
 	// DownAfter is the Sentinels' down-after-milliseconds: how long the
 	// primary may be silent before a failover starts. Default: 1s.
 	DownAfter time.Duration
+	// DataArgs are extra redis-server arguments for both data nodes, after
+	// the ones Password adds (e.g. a replication user with "--user",
+	// "--masteruser" and "--masterauth").
+	DataArgs []string
 }
 
 // SentinelSet is a private master set owned by one test: a primary, one
@@ -65,6 +69,7 @@ func RedisSentinel(t testing.TB, opts SentinelOptions) *SentinelSet {
 		// failover can sync from the other.
 		dataArgs = []string{"--requirepass", opts.Password, "--masterauth", opts.Password}
 	}
+	dataArgs = append(dataArgs, opts.DataArgs...)
 	s := &SentinelSet{t: t, opts: opts}
 	primary := Redis(t, dataArgs...)
 	replica := Redis(t, append(dataArgs, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port))...)
