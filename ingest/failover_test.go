@@ -150,8 +150,11 @@ func failoverAfterLag(t *testing.T, replicas int) int {
 	if replicas == 0 {
 		r.waitCommitted(t, end)
 	} else {
-		// Written to the primary, never confirmed: nothing committed.
-		e2etest.Eventually(t, 10*time.Second, "the second heartbeats on the primary", func() bool { return behind(first, read(pc)) == devices })
+		// Written to the primary, never confirmed: nothing committed. Only
+		// the batches the writer had in flight when WAIT began to fail
+		// reach the primary (the next waits for the one it retries), so
+		// some devices, not necessarily all.
+		e2etest.Eventually(t, 10*time.Second, "second heartbeats on the primary", func() bool { return behind(first, read(pc)) > 0 })
 		e2etest.Eventually(t, 10*time.Second, "a batch WAIT did not confirm", func() bool {
 			return testutil.ToFloat64(r.metrics.IngestErrors) > errs0
 		})
@@ -160,11 +163,12 @@ func failoverAfterLag(t *testing.T, replicas int) int {
 		}
 	}
 	second := read(pc)
-	if n := behind(first, second); n != devices {
-		t.Fatalf("%d of %d devices have a later deadline on the primary after the second heartbeats", n, devices)
+	moved := behind(first, second)
+	if replicas == 0 && moved != devices {
+		t.Fatalf("%d of %d devices have a later deadline on the primary after the second heartbeats, all committed", moved, devices)
 	}
-	if n := behind(read(rc), second); n != devices {
-		t.Fatalf("%d of the second heartbeats reached the cut replica", devices-n)
+	if n := behind(read(rc), second); n != moved {
+		t.Fatalf("%d of the %d second heartbeats on the primary reached the cut replica", moved-n, moved)
 	}
 
 	// The failover: the primary dies, the replica is promoted, and the

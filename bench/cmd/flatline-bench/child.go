@@ -88,9 +88,14 @@ type flatlineProc struct {
 	waitErr  error
 }
 
+// overrides are the -set settings: applied to every child over the
+// scenario's own.
+var overrides = map[string]string{}
+
 // startFlatline starts the child with the given configuration settings
-// (key path -> value, as FLATLINE_* variables take them).
+// (key path -> value, as FLATLINE_* variables take them), then -set's.
 func startFlatline(settings map[string]string, profile string) (*flatlineProc, error) {
+	maps.Copy(settings, overrides)
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err

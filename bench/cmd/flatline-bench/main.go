@@ -33,6 +33,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -136,6 +137,14 @@ func run() int {
 	fs.StringVar(&o.peersBin, "peers", "", "the bench/peers binary (scenario 6)")
 	fs.StringVar(&o.peersArgs, "peers-args", "", "extra arguments for the peers binary")
 	fs.StringVar(&o.micro, "micro", "", "a `go test -bench` output file to include (scenario 7)")
+	fs.Func("set", "key=value: a flatline setting for every run, over the scenario's own (repeatable; an experiment, not the issue's configuration: the output says so)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-set %q: want key=value, e.g. scanner.batch_size=200", kv)
+		}
+		overrides[k] = v
+		return nil
+	})
 	_ = fs.Parse(os.Args[1:])
 
 	scaled := func(p *int) {
@@ -173,6 +182,7 @@ func run() int {
 		Command: strings.Join(os.Args, " "),
 		Machine: describeMachine(),
 		Scale:   o.describeScale(),
+		Set:     maps.Clone(overrides),
 		Settings: map[string]string{
 			"partitions": fmt.Sprint(o.partitions), "shards": fmt.Sprint(o.shards),
 			"flatline": "defaults (configs.Default) unless a scenario says otherwise; heartbeats are JSON {device_id, ts}",

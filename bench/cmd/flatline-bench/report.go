@@ -14,10 +14,13 @@ import (
 
 // Result is one run: what bench/results/<run>.json holds.
 type Result struct {
-	Run             string            `json:"run"`
-	Command         string            `json:"command"`
-	Machine         Machine           `json:"machine"`
-	Scale           string            `json:"scale"`
+	Run     string  `json:"run"`
+	Command string  `json:"command"`
+	Machine Machine `json:"machine"`
+	Scale   string  `json:"scale"`
+	// Set holds the -set settings of an experiment (none: the issue's
+	// configuration).
+	Set             map[string]string `json:"set,omitempty"`
 	Settings        map[string]string `json:"settings"`
 	DurationSeconds float64           `json:"duration_seconds"`
 	// LoadAverage is /proc/loadavg's 1-minute figure before and after the
@@ -199,6 +202,9 @@ func (r *Result) printTable(w io.Writer) {
 	fmt.Fprintf(w, "\nflatline-bench %s — %s, %d cores, %s RAM, %s, redis-server %s (%.0f s)\n",
 		r.Run, m.CPUModel, m.Cores, gib(m.MemoryBytes), m.GoVersion, m.RedisVersion, r.DurationSeconds)
 	fmt.Fprintf(w, "scale: %s\n", r.Scale)
+	if len(r.Set) > 0 {
+		fmt.Fprintf(w, "EXPERIMENT, settings over the scenarios' own: %v\n", r.Set)
+	}
 	fmt.Fprintf(w, "load average before/after: %.2f / %.2f", r.LoadAverage[0], r.LoadAverage[1])
 	if r.LoadAverage[0] > 0.5 {
 		fmt.Fprintf(w, "  (other work was running: figures are pessimistic)")
