@@ -15,9 +15,13 @@ import (
 // shardScanner scans one shard. Only its gocron job runs pass (singleton),
 // dispatch goroutines only touch the in-flight set under mu.
 type shardScanner struct {
-	s   *Scanner
-	id  int
-	job gocron.Job
+	s  *Scanner
+	id int
+	// passing makes passes of this scanner one at a time: gocron's
+	// singleton mode covers one job, and a scanner regained before its
+	// batches left gets a new job while the old job's last pass may still
+	// run.
+	passing sync.Mutex
 
 	out     sync.WaitGroup // batches handed to dispatch and not yet done
 	order   sync.RWMutex   // reads of the shard vs. removal + release of a group
@@ -31,7 +35,8 @@ type shardScanner struct {
 	held      atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
 	stopped   atomic.Bool
 
-	mu sync.Mutex
+	mu  sync.Mutex
+	job gocron.Job // the current job (under mu: replaced when the shard is regained)
 	// inflight holds the members handed to dispatch: true while their
 	// batch is out, false once it completed. Completed entries stay until
 	// the pass's next read (forgetDone), because a read that began before
@@ -49,7 +54,10 @@ func (sc *shardScanner) wake() {
 	if sc.stopped.Load() || !sc.pending.CompareAndSwap(false, true) {
 		return
 	}
-	if err := sc.job.RunNow(); err != nil {
+	sc.mu.Lock()
+	job := sc.job
+	sc.mu.Unlock()
+	if err := job.RunNow(); err != nil {
 		sc.pending.Store(false)
 	}
 }
@@ -66,6 +74,8 @@ func (sc *shardScanner) stop() {
 // pass drains the shard's due members into dispatch and arms the wake-up
 // for its next deadline.
 func (sc *shardScanner) pass() {
+	sc.passing.Lock()
+	defer sc.passing.Unlock()
 	sc.pending.Store(false)
 	s := sc.s
 	if sc.stopped.Load() || s.opts.Now().Before(sc.failUntil) {

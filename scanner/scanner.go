@@ -146,13 +146,18 @@ func (s *Scanner) SetShards(ids []int) error {
 		if err != nil {
 			return fmt.Errorf("schedule shard %d: %w", id, err)
 		}
+		sc.mu.Lock()
 		sc.job = job
+		sc.mu.Unlock()
 		s.shards[id] = sc
 	}
 	for id, sc := range s.shards {
 		if !want[id] {
 			sc.stop()
-			_ = s.sched.RemoveJob(sc.job.ID())
+			sc.mu.Lock()
+			job := sc.job
+			sc.mu.Unlock()
+			_ = s.sched.RemoveJob(job.ID())
 			delete(s.shards, id)
 			s.retired[id] = sc
 		}

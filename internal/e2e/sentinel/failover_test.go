@@ -43,19 +43,29 @@ func TestFailoverThroughSentinels(t *testing.T) {
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	inst := e2etest.Start(t, cfg, app.Hooks{})
 	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
-	status := func() redisconn.Status {
-		t.Helper()
+	// readStatus is /status's redis object; an error right after the
+	// failover (a pooled connection to the dead primary) is retried by
+	// the callers that wait for it.
+	readStatus := func() (redisconn.Status, error) {
 		body, err := e2etest.HTTPGet("http://" + inst.HTTP.Addr() + "/status")
 		if err != nil {
-			t.Fatal(err)
+			return redisconn.Status{}, err
 		}
 		var st struct {
 			Redis redisconn.Status `json:"redis"`
 		}
 		if err := json.Unmarshal(body, &st); err != nil {
-			t.Fatalf("decode /status: %v", err)
+			return redisconn.Status{}, fmt.Errorf("decode /status: %w", err)
 		}
-		return st.Redis
+		return st.Redis, nil
+	}
+	status := func() redisconn.Status {
+		t.Helper()
+		st, err := readStatus()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
 	}
 
 	// Group A goes silent 2 s in; group B well after the failover that
@@ -91,7 +101,11 @@ func TestFailoverThroughSentinels(t *testing.T) {
 		t.Logf("the failover ended after group B went silent: group B does not show work after it")
 	}
 	e2etest.EventuallyNil(t, 20*time.Second, "/status to show the promoted primary", func() error {
-		if st := status(); st.Mode != redisconn.ModeSentinel || st.Replicas != 0 || st.Error != "" {
+		st, err := readStatus()
+		if err != nil {
+			return err
+		}
+		if st.Mode != redisconn.ModeSentinel || st.Replicas != 0 || st.Error != "" {
 			return fmt.Errorf("/status redis %+v; want mode sentinel, 0 replicas (the old primary is dead)", st)
 		}
 		return nil
