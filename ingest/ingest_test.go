@@ -335,6 +335,8 @@ func TestDeadLettersFitTheTopicsMaxMessageBytes(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	// Dead letters go out after the batch's Redis write, before its commit.
+	r.waitCommitted(t, r.endOffsets(t))
 	dead := testenv.ReadTopic(t, r.kafka.Brokers(), dlq, 4)
 	if len(dead) != 8 {
 		t.Errorf("dead-letter topic holds %d records, want the 8 invalid ones", len(dead))

@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -83,72 +82,5 @@ func failover(t *testing.T, replicas int) {
 	t.Logf("master %s killed at +%v; replica %s promoted %v later; the old master synced as its replica %v after the kill",
 		master.Addr(), killed.Sub(begin).Round(time.Millisecond), replica.Addr(), promoted.Round(time.Millisecond), rejoined.Round(time.Millisecond))
 
-	want := e2etest.Want{Timeout: timeout, Shards: 16, Delivery: e2etest.AtLeastOnce}
-	var v e2etest.Verdict
-	if replicas > 0 {
-		v = f.Finish(t, events, 45*time.Second, want, inst)
-	} else {
-		v = finishLenient(t, f, events, want, inst)
-	}
-	// Events flow again: the first timeout of a silence whose deadline
-	// fell after the kill.
-	var again time.Duration
-	silentIDs := make(map[string]bool)
-	for _, id := range f.SilentIDs() {
-		silentIDs[id] = true
-	}
-	falseDevices := 0
-	for id, evs := range events.ByDevice() {
-		if !silentIDs[id] {
-			falseDevices++
-		}
-		for _, r := range evs {
-			if r.Ev.DeadlineMs > killed.UnixMilli() && (again == 0 || r.At.Sub(killed) < again) {
-				again = r.At.Sub(killed)
-			}
-		}
-	}
-	late := v.Late
-	slices.Sort(late)
-	t.Logf("%v; %d live devices got a timeout; fleet %d rounds, max heartbeat→next-ack %v; timeouts flowed again %v after the kill; lateness deadline→received p50 %v p99 %v max %v",
-		v, falseDevices, v.Rounds, v.MaxLag.Round(time.Millisecond), again.Round(time.Millisecond),
-		e2etest.Percentile(late, .5), e2etest.Percentile(late, .99), e2etest.Percentile(late, 1))
+	e2etest.FinishFailover(t, f, events, e2etest.Want{Timeout: timeout, Shards: 16, Delivery: e2etest.AtLeastOnce}, inst, killed, replicas > 0)
 }
-
-// finishLenient is Fleet.Finish for a run whose losses are reported, not
-// asserted: it waits a while for the silent devices' timeouts without
-// failing, and the verdict's complaints go to the log.
-func finishLenient(t *testing.T, f *e2etest.Fleet, events *e2etest.Collector, w e2etest.Want, inst *e2etest.Instance) e2etest.Verdict {
-	deadline := time.Now().Add(20 * time.Second)
-	for f.Fired(events) < f.Silent() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(1500 * time.Millisecond) // the watch for duplicates and false timeouts
-	if err := inst.Stop(); err != nil {
-		t.Errorf("flatline stopped with %v", err)
-	}
-	f.Stop()
-	events.Drain(t)
-	l := &lenient{TB: t}
-	v := f.Verdict(l, events, w)
-	t.Logf("without WAIT: %d complaints the verdict would have made (the first 10 above)", l.complaints)
-	return v
-}
-
-// lenient logs a verdict's complaints instead of failing the test, and
-// counts them.
-type lenient struct {
-	testing.TB
-	complaints int
-}
-
-func (l *lenient) Helper() {}
-
-func (l *lenient) Errorf(format string, args ...any) {
-	l.complaints++
-	if l.complaints <= 10 {
-		l.TB.Logf("(not asserted) "+format, args...)
-	}
-}
-
-func (l *lenient) Fatalf(format string, args ...any) { l.Errorf(format, args...) }
