@@ -21,7 +21,7 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 	s := sc.s
 	detectedAt := s.opts.Now()
 	sc.mu.Lock()
-	sc.batches++
+	sc.batches += sc.units(len(batch))
 	sc.mu.Unlock()
 	s.inflight.Add(1)
 	sc.out.Add(1)
@@ -156,6 +156,14 @@ func othersOf(batch []shard.Member, others map[string]copyElsewhere) map[string]
 	return out
 }
 
+// units is what a group of n members counts against scanner.max_inflight:
+// one per groupPops pops begun, so that the large groups of a draining pass
+// keep as few members in flight as the same members in small groups would.
+func (sc *shardScanner) units(n int) int {
+	per := groupPops * sc.s.cfg.BatchSize
+	return max(1, (n+per-1)/per)
+}
+
 func (sc *shardScanner) release(batch []shard.Member) {
 	sc.mu.Lock()
 	for _, m := range batch {
@@ -163,7 +171,7 @@ func (sc *shardScanner) release(batch []shard.Member) {
 		sc.active--
 		sc.done = append(sc.done, m.ID)
 	}
-	sc.batches--
+	sc.batches -= sc.units(len(batch))
 	sc.mu.Unlock()
 	if sc.starved.Swap(false) {
 		sc.wake() // the last pass stopped at max_inflight: go on draining

@@ -45,7 +45,7 @@ type shardScanner struct {
 	done     []string // members marked false since the last pass began
 	deleted  int      // deletions since the map was last rebuilt
 	active   int      // members with inflight[id] == true
-	batches  int
+	batches  int      // groups out, in units (see units) against max_inflight
 	timer    *time.Timer
 	timerAt  int64
 }
@@ -83,9 +83,9 @@ func (sc *shardScanner) pass() {
 	}
 	ctx := s.dispatchCtx
 	batch := s.cfg.BatchSize
-	// Pops are gathered into groups of up to groupPops×batch_size members:
-	// one produce request and one conditional removal per group, while each
-	// pop still takes at most batch_size members.
+	// Pops are gathered into groups (see groupCap): one produce request and
+	// one conditional removal per group, while each pop still takes at most
+	// batch_size members.
 	var st passState
 	defer st.flush(sc)
 	// Members in flight are still in the shard, at its front: the read skips
@@ -95,7 +95,7 @@ func (sc *shardScanner) pass() {
 	// else (a write of an already-past deadline), members the read returns
 	// that are in flight push the next read further, so a pass always makes
 	// progress; what it stepped over is read by the next pass.
-	windows := 1 // pops read per round trip: more once pops come back full
+	windows := 1 // pops read per round trip: more while pops come back full
 	for !sc.stopped.Load() {
 		sc.forgetDone()
 		upTo := s.opts.Gate.upTo(s.opts.Now())
@@ -130,7 +130,7 @@ func (sc *shardScanner) pass() {
 				}
 				return
 			}
-			if len(st.group) >= groupPops*batch {
+			if len(st.group) >= groupCap(batch, windows) {
 				st.flush(sc)
 			}
 			if !full {
@@ -138,12 +138,29 @@ func (sc *shardScanner) pass() {
 				return
 			}
 		}
-		windows = popsAhead // full pops: keep draining, several per round trip
+		// Full pops: the shard is behind. Read further ahead each round
+		// trip, so that a mass expiry costs few round trips and commands
+		// per member, while a shard that is not behind reads one pop.
+		windows = min(windows*rampFactor, maxWindows)
 	}
 }
 
-// popsAhead is how many pops a draining pass reads per round trip.
-const popsAhead = 4
+// A draining pass reads rampFactor times more pops per round trip each
+// time they all come back full, up to maxWindows pops.
+const (
+	rampFactor = 4
+	maxWindows = 64
+)
+
+// groupCap is how many members a pass gathers before it hands them to
+// dispatch: groupPops pops, or, once the pass reads further ahead, what
+// one read returns, up to maxGroup.
+func groupCap(batch, windows int) int {
+	return max(groupPops*batch, min(windows*batch, maxGroup))
+}
+
+// maxGroup bounds the groups a draining pass gathers from many small pops.
+const maxGroup = 2000
 
 // maxScanBackoff is the longest a shard whose reads fail waits before it
 // reads again.

@@ -39,30 +39,30 @@ func (s *Store) Due(ctx context.Context, i int, max float64, offset, limit int) 
 // DueWindows reads k consecutive windows of shard i by rank in one round
 // trip: window j holds the members at ranks offset + j·stride … offset +
 // j·stride + size − 1, earliest first. A scanner that keeps finding full
-// pops reads several pops ahead this way, each still its own ZRANGE. By
-// rank, not by score: Redis finds a rank in O(log n), while a score range
-// walks its offset member by member, and the scanner skips the members it
-// has in flight, thousands of them during a mass expiry.
+// pops reads several pops ahead this way. The windows must touch or overlap
+// (stride ≤ size; the scanner's are each pop and the member after it): they
+// are one ZRANGE, cut into windows here, so while a shard drains a read is
+// one command for hundreds of members, not one per pop. By rank, not by score:
+// Redis finds a rank in O(log n), while a score range walks its offset
+// member by member, and the scanner skips the members it has in flight,
+// thousands of them during a mass expiry.
 func (s *Store) DueWindows(ctx context.Context, i, offset, stride, size, k int) ([][]Member, error) {
-	key := s.keys.Deadlines(i)
-	cmds := make([]*redis.ZSliceCmd, k)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for j := range cmds {
-			start := int64(offset + j*stride)
-			cmds[j] = p.ZRangeWithScores(ctx, key, start, start+int64(size)-1)
-		}
-		return nil
-	})
+	if stride > size {
+		return nil, fmt.Errorf("scan shard %d: windows of %d members %d apart leave gaps", i, size, stride)
+	}
+	start := int64(offset)
+	zs, err := s.rdb.ZRangeWithScores(ctx, s.keys.Deadlines(i), start, start+int64((k-1)*stride+size)-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("scan shard %d: %w", i, err)
 	}
+	all := make([]Member, len(zs))
+	for n, z := range zs {
+		all[n] = Member{ID: z.Member.(string), Score: z.Score}
+	}
 	out := make([][]Member, k)
-	for j, c := range cmds {
-		zs := c.Val()
-		out[j] = make([]Member, len(zs))
-		for n, z := range zs {
-			out[j][n] = Member{ID: z.Member.(string), Score: z.Score}
-		}
+	for j := range out {
+		from, to := min(j*stride, len(all)), min(j*stride+size, len(all))
+		out[j] = all[from:to:to]
 	}
 	return out, nil
 }
