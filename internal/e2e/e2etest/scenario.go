@@ -1,6 +1,8 @@
 package e2etest
 
 import (
+	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/rebalance"
+	"github.com/flatline-dev/flatline/shard"
 )
 
 // Scenario is the shape of a fleet test: how many devices beat how often,
@@ -158,4 +162,35 @@ func (r *Run) StartFleetOn(t testing.TB, w *kafka.Writer, prefix string, silentA
 func (r *Run) Finish(t testing.TB, wait time.Duration, d Delivery) Verdict {
 	t.Helper()
 	return r.Fleet.Finish(t, r.Events, wait, r.Want(d), r.Inst)
+}
+
+// Rescale scales inst's layout from from to to shards and waits up to
+// wait until the migration finalized by itself; `shards status` must have
+// shown it in progress on the way. It returns the layout the scale
+// started.
+func Rescale(t testing.TB, inst *Instance, from, to int, wait time.Duration) shard.Layout {
+	t.Helper()
+	ctx := context.Background()
+	l, err := rebalance.Scale(ctx, inst.Store, to, time.Now())
+	if err != nil {
+		t.Fatalf("scale to %d: %v", to, err)
+	}
+	sawProgress := false
+	EventuallyNil(t, wait, fmt.Sprintf("%d→%d to finalize", from, to), func() error {
+		st, err := rebalance.ReadStatus(ctx, inst.Store, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Migration.Active {
+			sawProgress = sawProgress || st.Migration.Moved > 0 || st.Migration.Misplaced > 0
+		} else if st.Layout.Count == to && st.Layout.Previous == 0 && st.Layout.Epoch > l.Epoch {
+			return nil
+		}
+		return fmt.Errorf("layout %+v migration %+v", st.Layout, st.Migration)
+	})
+	t.Logf("%d→%d finalized after %v (status showed progress: %v)", from, to, time.Since(time.UnixMilli(l.SinceMs)).Round(time.Millisecond), sawProgress)
+	if !sawProgress {
+		t.Errorf("shards status never showed the %d→%d migration in progress", from, to)
+	}
+	return l
 }
