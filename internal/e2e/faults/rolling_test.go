@@ -197,16 +197,12 @@ func watchHold(t *testing.T, store *shard.Store) func() holdLog {
 	)
 	stopPoll := pollEvery(t, 10*time.Millisecond, func(ctx context.Context) {
 		wms, n, err := store.Watermarks(ctx)
-		if err != nil || n == 0 {
+		if err != nil {
 			return
 		}
-		min := int64(-1)
-		for p := 0; p < n; p++ {
-			if v, ok := wms[p]; !ok {
-				min = 0
-			} else if min < 0 || v < min {
-				min = v
-			}
+		min, ok := shard.MinWatermark(wms, n)
+		if !ok {
+			return
 		}
 		now := time.Now()
 		mu.Lock()
