@@ -12,7 +12,8 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 	size := in.cfg.BatchSize
 	var buf []chunk
 	var carry []chunk // the rest of a chunk split at a batch's end
-	n := 0            // records in buf
+	// n counts the records in buf.
+	n := 0
 	add := func(c chunk) {
 		buf = append(buf, c)
 		n += len(c.msgs)
