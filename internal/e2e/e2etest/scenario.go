@@ -1,6 +1,7 @@
 package e2etest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -50,21 +51,13 @@ var Defaults = Scenario{
 // Filled is s with every zero field set from Defaults.
 func (s Scenario) Filled() Scenario {
 	d := Defaults
-	s.Devices = or(s.Devices, d.Devices)
-	s.Silent = or(s.Silent, d.Silent)
-	s.Interval = or(s.Interval, d.Interval)
-	s.Timeout = or(s.Timeout, d.Timeout)
-	s.Partitions = or(s.Partitions, d.Partitions)
-	s.Shards = or(s.Shards, d.Shards)
+	s.Devices = cmp.Or(s.Devices, d.Devices)
+	s.Silent = cmp.Or(s.Silent, d.Silent)
+	s.Interval = cmp.Or(s.Interval, d.Interval)
+	s.Timeout = cmp.Or(s.Timeout, d.Timeout)
+	s.Partitions = cmp.Or(s.Partitions, d.Partitions)
+	s.Shards = cmp.Or(s.Shards, d.Shards)
 	return s
-}
-
-func or[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Want is what the verdict expects of the scenario's timeouts, with
