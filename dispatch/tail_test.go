@@ -47,18 +47,25 @@ func nextLine(t *testing.T, lines <-chan string, within time.Duration) (string, 
 	}
 }
 
+// dueAt is n members due at at, named by format with their index.
+func dueAt(format string, n int, at time.Time) []shard.Member {
+	due := make([]shard.Member, n)
+	for i := range due {
+		due[i] = shard.Member{ID: fmt.Sprintf(format, i), Score: shard.Score(at.UnixMilli(), 0)}
+	}
+	return due
+}
+
 func TestTailFromBeginning(t *testing.T) {
 	t.Parallel()
 	k, p := kafkaPublisher(t, nil)
 	ctx := testenv.Context(t, 30*time.Second)
 
 	now := time.Now()
-	var due []shard.Member
+	due := dueAt("d-%d", 20, now)
 	want := map[string]bool{}
-	for i := range 20 {
-		id := fmt.Sprintf("d-%d", i)
-		due = append(due, shard.Member{ID: id, Score: shard.Score(now.UnixMilli(), 0)})
-		want[TimeoutEventID(id, now.UnixMilli())] = true
+	for _, m := range due {
+		want[TimeoutEventID(m.ID, now.UnixMilli())] = true
 	}
 	if err := p.Timeouts(ctx, 1, due, nil, now); err != nil {
 		t.Fatal(err)
@@ -101,11 +108,7 @@ func TestTailFromEnd(t *testing.T) {
 	ctx := testenv.Context(t, 30*time.Second)
 
 	now := time.Now()
-	var old []shard.Member
-	for i := range 20 {
-		old = append(old, shard.Member{ID: fmt.Sprintf("old-%d", i), Score: shard.Score(now.UnixMilli(), 0)})
-	}
-	if err := p.Timeouts(ctx, 0, old, nil, now); err != nil {
+	if err := p.Timeouts(ctx, 0, dueAt("old-%d", 20, now), nil, now); err != nil {
 		t.Fatal(err)
 	}
 

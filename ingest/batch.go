@@ -12,22 +12,26 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 	size := in.cfg.BatchSize
 	var buf []chunk
 	var carry []chunk // the rest of a chunk split at a batch's end
+	// n counts the records in buf.
+	n := 0
+	add := func(c chunk) {
+		buf = append(buf, c)
+		n += len(c.msgs)
+	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		buf = append(buf[:0], carry...)
-		carry = carry[:0]
-		n := 0
-		for _, c := range buf {
-			n += len(c.msgs)
+		buf, n = buf[:0], 0
+		for _, c := range carry {
+			add(c)
 		}
+		carry = carry[:0]
 		if n == 0 {
 			select {
 			case <-ctx.Done():
 				return
 			case c := <-chunks:
-				buf = append(buf, c)
-				n += len(c.msgs)
+				add(c)
 			}
 		}
 		if in.cfg.BatchWait > 0 {
@@ -36,8 +40,7 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 			for n < size {
 				select {
 				case c := <-chunks:
-					buf = append(buf, c)
-					n += len(c.msgs)
+					add(c)
 				case <-timer.C:
 					break fill
 				case <-ctx.Done():
@@ -56,8 +59,7 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 		for n < size {
 			select {
 			case c := <-chunks:
-				buf = append(buf, c)
-				n += len(c.msgs)
+				add(c)
 			default:
 				break more
 			}

@@ -14,40 +14,33 @@ import (
 // passes the fetch, and no device's deadline passes the fetch + max_skew +
 // its timeout — in either format.
 func TestProducerClockAheadIsCappedAtFetchTime(t *testing.T) {
-	t.Parallel()
-	for _, format := range []ingest.Format{ingest.FormatJSON, ingest.FormatKey} {
-		t.Run(string(format), func(t *testing.T) {
-			t.Parallel()
-			cfg := ingest.DefaultConfig()
-			cfg.Format = format
-			r := newRigWith(t, cfg)
-			cl := r.kgoClient(t)
-			var ids []string
-			for k := 0; k < 40; k++ {
-				id := fmt.Sprintf("ahead-%02d", k)
-				ids = append(ids, id)
-				kproduce(t, cl, kbeat(id, time.Now().Add(time.Minute)))
+	eachFormat(t, func(t *testing.T, r *rig, cfg ingest.Config) {
+		cl := r.kgoClient(t)
+		var ids []string
+		for k := 0; k < 40; k++ {
+			id := fmt.Sprintf("ahead-%02d", k)
+			ids = append(ids, id)
+			kproduce(t, cl, kbeat(id, time.Now().Add(time.Minute)))
+		}
+		r.waitCommitted(t, r.endOffsets(t))
+		fetched := time.Now() // every fetch of them was before this
+		wms, _, err := r.store.Watermarks(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, wm := range wms {
+			if wm > fetched.UnixMilli() {
+				t.Errorf("wm(%d) = %d, %d ms past the fetch", p, wm, wm-fetched.UnixMilli())
 			}
-			r.waitCommitted(t, r.endOffsets(t))
-			fetched := time.Now() // every fetch of them was before this
-			wms, _, err := r.store.Watermarks(context.Background())
-			if err != nil {
-				t.Fatal(err)
+		}
+		limit := fetched.Add(cfg.MaxSkew + time.Minute).UnixMilli() // timeouts.default
+		for _, id := range ids {
+			d, ok := r.deadline(t, id)
+			if !ok {
+				t.Errorf("%s not tracked", id)
+			} else if d > limit {
+				t.Errorf("%s: deadline %d ms past fetch time + max_skew + timeout", id, d-limit)
 			}
-			for p, wm := range wms {
-				if wm > fetched.UnixMilli() {
-					t.Errorf("wm(%d) = %d, %d ms past the fetch", p, wm, wm-fetched.UnixMilli())
-				}
-			}
-			limit := fetched.Add(cfg.MaxSkew + time.Minute).UnixMilli() // timeouts.default
-			for _, id := range ids {
-				d, ok := r.deadline(t, id)
-				if !ok {
-					t.Errorf("%s not tracked", id)
-				} else if d > limit {
-					t.Errorf("%s: deadline %d ms past fetch time + max_skew + timeout", id, d-limit)
-				}
-			}
-		})
-	}
+		}
+	})
 }

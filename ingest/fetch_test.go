@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flatline-dev/flatline/ingest"
@@ -92,11 +91,6 @@ func TestCommittedOffsetLostToRetentionSkipsAhead(t *testing.T) {
 // deleteRecords moves the log start of every signals partition to offsets.
 func deleteRecords(t *testing.T, brokers []string, offsets map[int]int64) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	req := kmsg.NewPtrDeleteRecordsRequest()
 	req.TimeoutMillis = 5000
 	rt := kmsg.NewDeleteRecordsRequestTopic()
@@ -107,10 +101,7 @@ func deleteRecords(t *testing.T, brokers []string, offsets map[int]int64) {
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := testenv.KafkaRequest(t, "delete records", brokers, req).(*kmsg.DeleteRecordsResponse)
 	for _, tp := range resp.Topics {
 		for _, p := range tp.Partitions {
 			if p.ErrorCode != 0 || p.LowWatermark != offsets[int(p.Partition)] {

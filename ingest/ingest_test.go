@@ -56,6 +56,21 @@ func newRigWith(t *testing.T, cfg ingest.Config, redisArgs ...string) *rig {
 	return r
 }
 
+// eachFormat runs test in a parallel subtest per heartbeat format, each on
+// a rig of its own whose ingest runs with cfg: the default configuration,
+// reading that format.
+func eachFormat(t *testing.T, test func(t *testing.T, r *rig, cfg ingest.Config)) {
+	t.Parallel()
+	for _, format := range []ingest.Format{ingest.FormatJSON, ingest.FormatKey} {
+		t.Run(string(format), func(t *testing.T) {
+			t.Parallel()
+			cfg := ingest.DefaultConfig()
+			cfg.Format = format
+			test(t, newRigWith(t, cfg), cfg)
+		})
+	}
+}
+
 // newStoppedRig is a rig whose ingest is not started yet: set r.kcfg, then
 // r.start.
 func newStoppedRig(t *testing.T, redisArgs ...string) *rig {

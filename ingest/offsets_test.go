@@ -54,12 +54,6 @@ func (r *rig) trackedAll(t *testing.T, prefix string, n int) string {
 // admin tool would (no member, generation -1).
 func commitOffsets(t *testing.T, brokers []string, group string, offset int64) {
 	t.Helper()
-	// OffsetCommit v10 names topics by ID; a version that takes names.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.MaxVersions(kversion.V3_6_0()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group, req.Generation = group, -1
 	rt := kmsg.NewOffsetCommitRequestTopic()
@@ -70,10 +64,8 @@ func commitOffsets(t *testing.T, brokers []string, group string, offset int64) {
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// OffsetCommit v10 names topics by ID; a version that takes names.
+	resp := testenv.KafkaRequest(t, "commit offsets", brokers, req, kgo.MaxVersions(kversion.V3_6_0())).(*kmsg.OffsetCommitResponse)
 	for _, tp := range resp.Topics {
 		for _, p := range tp.Partitions {
 			if p.ErrorCode != 0 {

@@ -73,67 +73,60 @@ func (r *rig) deadline(t *testing.T, id string) (int64, bool) {
 // commit and abort markers are neither dead-lettered nor devices, in both
 // formats. Every offset, markers included, is committed.
 func TestTransactionsReadCommitted(t *testing.T) {
-	t.Parallel()
-	for _, format := range []ingest.Format{ingest.FormatJSON, ingest.FormatKey} {
-		t.Run(string(format), func(t *testing.T) {
-			t.Parallel()
-			cfg := ingest.DefaultConfig()
-			cfg.Format = format
-			r := newRigWith(t, cfg)
-			plain := r.kgoClient(t)
-			txA := r.kgoClient(t, kgo.TransactionalID("a-"+t.Name()))
-			txB := r.kgoClient(t, kgo.TransactionalID("b-"+t.Name()))
-			now := time.Now()
-			committedAt := now.Add(-10 * time.Minute)
-			abortedAt := now.Add(-time.Minute) // later: it would win a ZADD GT
-			var committed, aborted, plains []string
-			for k := 0; k < 8; k++ {
-				c, a, b, p := fmt.Sprintf("c-%02d", k), fmt.Sprintf("x-%02d", k), fmt.Sprintf("both-%02d", k), fmt.Sprintf("p-%02d", k)
-				committed, aborted, plains = append(committed, c), append(aborted, a), append(plains, p)
-				inTxn(t, txA, true, kbeat(c, committedAt), kbeat(b, committedAt))
-				kproduce(t, plain, kbeat(p, now))
-				inTxn(t, txB, false, kbeat(a, abortedAt), kbeat(b, abortedAt))
+	eachFormat(t, func(t *testing.T, r *rig, _ ingest.Config) {
+		plain := r.kgoClient(t)
+		txA := r.kgoClient(t, kgo.TransactionalID("a-"+t.Name()))
+		txB := r.kgoClient(t, kgo.TransactionalID("b-"+t.Name()))
+		now := time.Now()
+		committedAt := now.Add(-10 * time.Minute)
+		abortedAt := now.Add(-time.Minute) // later: it would win a ZADD GT
+		var committed, aborted, plains []string
+		for k := 0; k < 8; k++ {
+			c, a, b, p := fmt.Sprintf("c-%02d", k), fmt.Sprintf("x-%02d", k), fmt.Sprintf("both-%02d", k), fmt.Sprintf("p-%02d", k)
+			committed, aborted, plains = append(committed, c), append(aborted, a), append(plains, p)
+			inTxn(t, txA, true, kbeat(c, committedAt), kbeat(b, committedAt))
+			kproduce(t, plain, kbeat(p, now))
+			inTxn(t, txB, false, kbeat(a, abortedAt), kbeat(b, abortedAt))
+		}
+		r.waitCommitted(t, r.endOffsets(t))
+		for _, id := range append(committed, plains...) {
+			if !r.tracked(t, id) {
+				t.Errorf("%s not tracked", id)
 			}
-			r.waitCommitted(t, r.endOffsets(t))
-			for _, id := range append(committed, plains...) {
-				if !r.tracked(t, id) {
-					t.Errorf("%s not tracked", id)
+		}
+		for _, id := range aborted {
+			if r.tracked(t, id) {
+				t.Errorf("%s, beaten only in aborted transactions, is tracked", id)
+			}
+		}
+		want := committedAt.UnixMilli() + 60_000
+		for k := 0; k < 8; k++ {
+			id := fmt.Sprintf("both-%02d", k)
+			if d, ok := r.deadline(t, id); !ok || d != want {
+				t.Errorf("%s: deadline %d (tracked %v), want %d from its committed heartbeat; the aborted one is %d ms later",
+					id, d, ok, want, abortedAt.Sub(committedAt).Milliseconds())
+			}
+		}
+		for _, marker := range []string{"\x00\x00\x00\x00", "\x00\x00\x00\x01"} { // ABORT, COMMIT keys
+			if r.tracked(t, marker) {
+				t.Errorf("a transaction marker (key %q) became a device", marker)
+			}
+		}
+		if n := testutil.ToFloat64(r.metrics.DeadLettered); n != 0 {
+			t.Errorf("%v records dead-lettered, want none", n)
+		}
+		if n := testutil.CollectAndCount(r.metrics.Invalid); n != 0 {
+			for _, reason := range ingest.AllReasons {
+				if v := testutil.ToFloat64(r.metrics.Invalid.WithLabelValues(string(reason))); v != 0 {
+					t.Errorf("%v records invalid as %s, want none", v, reason)
 				}
 			}
-			for _, id := range aborted {
-				if r.tracked(t, id) {
-					t.Errorf("%s, beaten only in aborted transactions, is tracked", id)
-				}
-			}
-			want := committedAt.UnixMilli() + 60_000
-			for k := 0; k < 8; k++ {
-				id := fmt.Sprintf("both-%02d", k)
-				if d, ok := r.deadline(t, id); !ok || d != want {
-					t.Errorf("%s: deadline %d (tracked %v), want %d from its committed heartbeat; the aborted one is %d ms later",
-						id, d, ok, want, abortedAt.Sub(committedAt).Milliseconds())
-				}
-			}
-			for _, marker := range []string{"\x00\x00\x00\x00", "\x00\x00\x00\x01"} { // ABORT, COMMIT keys
-				if r.tracked(t, marker) {
-					t.Errorf("a transaction marker (key %q) became a device", marker)
-				}
-			}
-			if n := testutil.ToFloat64(r.metrics.DeadLettered); n != 0 {
-				t.Errorf("%v records dead-lettered, want none", n)
-			}
-			if n := testutil.CollectAndCount(r.metrics.Invalid); n != 0 {
-				for _, reason := range ingest.AllReasons {
-					if v := testutil.ToFloat64(r.metrics.Invalid.WithLabelValues(string(reason))); v != 0 {
-						t.Errorf("%v records invalid as %s, want none", v, reason)
-					}
-				}
-			}
-			wantBeats := float64(len(committed)*2 + len(plains))
-			if n := testutil.ToFloat64(r.metrics.HeartbeatsConsumed); n != wantBeats {
-				t.Errorf("consumed %v heartbeats, want %v: the committed and the plain ones", n, wantBeats)
-			}
-		})
-	}
+		}
+		wantBeats := float64(len(committed)*2 + len(plains))
+		if n := testutil.ToFloat64(r.metrics.HeartbeatsConsumed); n != wantBeats {
+			t.Errorf("consumed %v heartbeats, want %v: the committed and the plain ones", n, wantBeats)
+		}
+	})
 }
 
 // Batches compressed with each codec a producer may choose are read.

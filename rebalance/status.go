@@ -79,13 +79,7 @@ func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status,
 		return Status{}, err
 	}
 	st.Partitions = parts
-	if parts > 0 {
-		min := int64(-1)
-		for p := 0; p < parts; p++ {
-			if v := wms[p]; min < 0 || v < min {
-				min = v
-			}
-		}
+	if min, ok := shard.MinWatermark(wms, parts); ok {
 		st.WatermarkMs = min
 		st.WatermarkLagMs = now.UnixMilli() - min
 	}

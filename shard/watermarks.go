@@ -45,3 +45,19 @@ func (s *Store) Watermarks(ctx context.Context) (map[int]int64, int, error) {
 	}
 	return out, n, nil
 }
+
+// MinWatermark is the firing watermark of wms as Watermarks returns them:
+// the minimum over partitions 0 to partitions-1, a partition without a
+// watermark counting as 0. ok is false when there are no partitions yet.
+func MinWatermark(wms map[int]int64, partitions int) (min int64, ok bool) {
+	if partitions <= 0 {
+		return 0, false
+	}
+	min = -1
+	for p := 0; p < partitions; p++ {
+		if v := wms[p]; min < 0 || v < min {
+			min = v
+		}
+	}
+	return min, true
+}

@@ -55,13 +55,7 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	if err != nil {
 		return metrics.Cluster{}, err
 	}
-	if parts > 0 {
-		min := int64(-1)
-		for p := 0; p < parts; p++ {
-			if v := wms[p]; min < 0 || v < min {
-				min = v
-			}
-		}
+	if min, ok := shard.MinWatermark(wms, parts); ok {
 		c.WatermarkMs = min
 	}
 	down, err := rebalance.CountDown(ctx, a.Store, a.policy, n, a.cfg.Dispatch.RecoveryWindow, rebalance.DownByClassMax, now)

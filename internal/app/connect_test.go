@@ -39,32 +39,60 @@ func TestStartRefusesWhatKafkaWouldNeverServe(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			k := testenv.Kafka(t, 2, c.topics...)
-			cfg := configs.Default()
-			cfg.Redis.Addrs = []string{rs.Addr()}
-			cfg.Redis.KeyPrefix = testenv.Prefix(t)
-			cfg.Kafka.Brokers = k.Brokers()
-			cfg.HTTP.Addr = ""
+			cfg := startConfig(t, []string{rs.Addr()}, k.Brokers())
 			if c.edit != nil {
 				c.edit(&cfg)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Hooks{})
-			if a != nil {
-				a.Close()
-			}
-			switch {
-			case c.want == "" && err != nil:
-				t.Fatalf("refused to start: %v", err)
-			case c.want != "" && err == nil:
-				t.Fatalf("started; want a refusal containing %q", c.want)
-			case c.want != "" && !strings.Contains(err.Error(), c.want):
-				t.Fatalf("refused with %q; want it to contain %q", err, c.want)
-			case err != nil && strings.Contains(err.Error(), "\n"):
-				t.Fatalf("refusal is more than one line: %q", err)
-			}
+			checkStart(t, startOnce(cfg, io.Discard), c.want)
 		})
 	}
+}
+
+// startConfig is the default configuration on redisAddrs and brokers, with
+// a key prefix of the test's own and HTTP off.
+func startConfig(t *testing.T, redisAddrs, brokers []string) configs.Config {
+	cfg := configs.Default()
+	cfg.Redis.Addrs = redisAddrs
+	cfg.Redis.KeyPrefix = testenv.Prefix(t)
+	cfg.Kafka.Brokers = brokers
+	cfg.HTTP.Addr = ""
+	return cfg
+}
+
+// startOnce starts an instance on cfg, logging to w, and closes what it
+// started: it returns app.New's error.
+func startOnce(cfg configs.Config, w io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(w, nil)), app.Hooks{})
+	if a != nil {
+		a.Close()
+	}
+	return err
+}
+
+// checkStart checks what startOnce returned: with want "" the instance
+// must have started; otherwise it must have been refused, with one line
+// that contains want and each of also. It reports whether it was refused.
+func checkStart(t *testing.T, err error, want string, also ...string) (refused bool) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("refused to start: %v", err)
+	case want != "" && err == nil:
+		t.Fatalf("started; want a refusal containing %q", want)
+	case err == nil:
+		return false
+	}
+	for _, w := range append([]string{want}, also...) {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("refused with %q; want it to contain %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("refusal is more than one line: %q", err)
+	}
+	return true
 }
 
 // TestStartRefusesAnEvictingRedis: serve refuses, with one line naming the
@@ -97,36 +125,13 @@ func TestStartRefusesAnEvictingRedis(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			rs := testenv.Redis(t, c.args...)
-			cfg := configs.Default()
-			cfg.Redis.Addrs = []string{rs.Addr()}
-			cfg.Redis.KeyPrefix = testenv.Prefix(t)
+			cfg := startConfig(t, []string{rs.Addr()}, k.Brokers())
 			if c.user {
 				cfg.Redis.Username, cfg.Redis.Password = user, pw
 			}
-			cfg.Kafka.Brokers = k.Brokers()
 			cfg.Kafka.GroupID = "g-" + cfg.Redis.KeyPrefix
-			cfg.HTTP.Addr = ""
 			var logs testenv.SyncBuffer
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), app.Hooks{})
-			if a != nil {
-				a.Close()
-			}
-			switch {
-			case c.want == "" && err != nil:
-				t.Fatalf("refused to start: %v", err)
-			case c.want != "" && err == nil:
-				t.Fatalf("started; want a refusal containing %q", c.want)
-			case c.want != "":
-				for _, w := range []string{c.want, rs.Addr(), fix} {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("refused with %q; want it to contain %q", err, w)
-					}
-				}
-				if strings.Contains(err.Error(), "\n") {
-					t.Errorf("refusal is more than one line: %q", err)
-				}
+			if err := startOnce(cfg, &logs); checkStart(t, err, c.want, rs.Addr(), fix) {
 				t.Logf("refused: %v", err)
 				return
 			}
@@ -150,15 +155,7 @@ func TestStartChecksEveryClusterMaster(t *testing.T) {
 	if err := evicting.Client(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err(); err != nil {
 		t.Fatal(err)
 	}
-	cfg := configs.Default()
-	cfg.Redis.Addrs = cl.Addrs()[:1]
-	cfg.Redis.KeyPrefix = testenv.Prefix(t)
-	cfg.Kafka.Brokers = k.Brokers()
-	cfg.HTTP.Addr = ""
-	a, err := app.New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), app.Hooks{})
-	if a != nil {
-		a.Close()
-	}
+	err := startOnce(startConfig(t, cl.Addrs()[:1], k.Brokers()), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "redis "+evicting.Addr()+": maxmemory-policy is allkeys-lfu") {
 		t.Fatalf("started on a cluster whose master %s evicts: %v", evicting.Addr(), err)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/flatline-dev/flatline/internal/freeport"
 )
 
 // RedisKind says which Redis StartRedis started.
@@ -68,7 +70,7 @@ func StartRedis(ctx context.Context) (addr string, kind RedisKind, stop func(), 
 var errAddrInUse = errors.New("address already in use")
 
 func startRedisServer(ctx context.Context, bin string) (string, func(), error) {
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return "", nil, err
 	}
@@ -137,7 +139,8 @@ func startRedisServer(ctx context.Context, bin string) (string, func(), error) {
 }
 
 // waitReady polls addr until the redis-server with process id pid answers
-// (and not another server that took the port between freePort and our bind).
+// (and not another server that took the port between freeport.Loopback and
+// our bind).
 func waitReady(ctx context.Context, addr string, pid int, done <-chan struct{}) error {
 	want := []byte("process_id:" + strconv.Itoa(pid) + "\r\n")
 	deadline := time.Now().Add(redisStartTimeout)
@@ -184,13 +187,4 @@ func infoHas(addr string, want []byte) bool {
 		}
 	}
 	return false
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

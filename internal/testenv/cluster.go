@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/internal/freeport"
 )
 
 // How long `redis-cli --cluster create` and the nodes' agreement on the slot
@@ -111,28 +112,17 @@ func startClusterNode(t testing.TB, bin string, extra ...string) *RedisServer {
 		"--cluster-node-timeout", "2000",
 	}
 	s.extra = append(s.extra, extra...)
-	for attempt := 1; ; attempt++ {
-		port, err := freeClusterPort()
-		if err != nil {
-			t.Fatalf("testenv: %v", err)
-		}
+	s.startOnFreePort(t, "cluster node", freeClusterPort, func() {
 		// A failed attempt may have written its node id and ports already.
 		_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
-		s.port = port
-		err = s.start()
-		if err == nil {
-			return s
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == redisPortAttempts {
-			t.Fatalf("testenv: start cluster node: %v", err)
-		}
-	}
+	})
+	return s
 }
 
 // freeClusterPort is a free port that has a cluster bus port.
 func freeClusterPort() (int, error) {
 	for range 100 {
-		port, err := freePort()
+		port, err := freeport.Loopback()
 		if err != nil || port <= maxClusterPort {
 			return port, err
 		}
@@ -269,13 +259,7 @@ func (c *ClusterServer) withRole(role string) []*RedisServer {
 }
 
 // Addrs are the nodes' host:port addresses, in start order.
-func (c *ClusterServer) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for k, n := range c.nodes {
-		out[k] = n.Addr()
-	}
-	return out
-}
+func (c *ClusterServer) Addrs() []string { return addrs(c.nodes) }
 
 // Nodes are the cluster's processes, for tests that stop and restart one:
 // a node restarted with Start keeps its id and slots (its nodes.conf stays)

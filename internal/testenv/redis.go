@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/internal/freeport"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -83,17 +84,31 @@ func Redis(t testing.TB, extraArgs ...string) *RedisServer {
 	}
 	// Registered after TempDir, so it runs before the directory is removed.
 	t.Cleanup(s.kill)
+	s.startOnFreePort(t, "redis-server", freeport.Loopback, nil)
+	return s
+}
+
+// startOnFreePort starts s on a port pick finds free, and on another when
+// some process took that one first (up to redisPortAttempts times);
+// prepare, if not nil, runs before each attempt. It fails the test, naming
+// what it started, when s does not start.
+func (s *RedisServer) startOnFreePort(t testing.TB, what string, pick func() (int, error), prepare func()) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		s.port, err = freePort()
+		if prepare != nil {
+			prepare()
+		}
+		port, err := pick()
 		if err != nil {
 			t.Fatalf("testenv: %v", err)
 		}
+		s.port = port
 		err = s.start()
 		if err == nil {
-			return s
+			return
 		}
 		if !errors.Is(err, errAddrInUse) || attempt == redisPortAttempts {
-			t.Fatalf("testenv: start redis-server: %v", err)
+			t.Fatalf("testenv: start %s: %v", what, err)
 		}
 	}
 }
@@ -107,6 +122,15 @@ func InCI() bool {
 // Addr is the server's host:port.
 func (s *RedisServer) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// addrs are the host:port addresses of servers, in order.
+func addrs(servers []*RedisServer) []string {
+	out := make([]string, len(servers))
+	for i, n := range servers {
+		out[i] = n.Addr()
+	}
+	return out
 }
 
 // Client returns a client of the server (authenticated when the server was
@@ -288,17 +312,6 @@ func (s *RedisServer) kill() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
-}
-
-// freePort asks the kernel for a free loopback port and releases it for the
-// caller to bind; callers retry when something else took it meanwhile.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // argValue returns the argument following name in args (the last one wins,

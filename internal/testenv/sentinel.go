@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/internal/freeport"
 )
 
 // sentinelReadyTimeout bounds how long the Sentinels may take to find each
@@ -107,38 +108,21 @@ func (s *SentinelSet) startSentinel(primaryPort int) *RedisServer {
 		conf = append(conf, "requirepass "+s.opts.SentinelPassword)
 	}
 	n.sentinelConf = filepath.Join(n.dir, "sentinel.conf")
-	for attempt := 1; ; attempt++ {
+	n.startOnFreePort(t, "sentinel", freeport.Loopback, func() {
 		// Sentinel rewrites its file (its id, what it learnt): start each
 		// attempt from the generated one.
 		if err := os.WriteFile(n.sentinelConf, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
 			t.Fatalf("testenv: %v", err)
 		}
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("testenv: %v", err)
-		}
-		n.port = port
-		err = n.start()
-		if err == nil {
-			return n
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == redisPortAttempts {
-			t.Fatalf("testenv: start sentinel: %v", err)
-		}
-	}
+	})
+	return n
 }
 
 // Master is the name of the master set (redis.sentinel.master).
 func (s *SentinelSet) Master() string { return s.opts.Master }
 
 // Addrs are the Sentinels' host:port addresses (redis.addrs).
-func (s *SentinelSet) Addrs() []string {
-	out := make([]string, len(s.sentinels))
-	for i, n := range s.sentinels {
-		out[i] = n.Addr()
-	}
-	return out
-}
+func (s *SentinelSet) Addrs() []string { return addrs(s.sentinels) }
 
 // Sentinels are the Sentinel processes.
 func (s *SentinelSet) Sentinels() []*RedisServer { return s.sentinels }

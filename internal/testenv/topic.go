@@ -167,22 +167,12 @@ func ReadTopic(t testing.TB, brokers []string, topic string, partitions int) []k
 // a client independent of flatline's.
 func AddPartitions(t testing.TB, brokers []string, topic string, count int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatalf("add partitions to %s: %v", topic, err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	rt := kmsg.NewCreatePartitionsRequestTopic()
 	rt.Topic, rt.Count = topic, int32(count)
 	req.Topics = append(req.Topics, rt)
 	req.TimeoutMillis = 10000
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("add partitions to %s: %v", topic, err)
-	}
+	resp := KafkaRequest(t, "add partitions to "+topic, brokers, req).(*kmsg.CreatePartitionsResponse)
 	for _, rt := range resp.Topics {
 		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
 			t.Fatalf("add partitions to %s: %v", topic, err)
@@ -195,11 +185,6 @@ func AddPartitions(t testing.TB, brokers []string, topic string, count int) {
 // DescribeConfigs, so a test that needs a topic limit sets it here.
 func SetTopicConfig(t testing.TB, brokers []string, topic, key, value string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
@@ -207,13 +192,30 @@ func SetTopicConfig(t testing.TB, brokers []string, topic, key, value string) {
 	c.Name, c.Value = key, kmsg.StringPtr(value)
 	res.Configs = append(res.Configs, c)
 	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := KafkaRequest(t, "alter "+topic, brokers, req).(*kmsg.IncrementalAlterConfigsResponse)
 	for _, r := range resp.Resources {
 		if r.ErrorCode != 0 {
 			t.Fatalf("alter %s %s=%s: error code %d", topic, key, value, r.ErrorCode)
 		}
 	}
+}
+
+// KafkaRequest sends req to brokers through a franz-go client of its own
+// (opts follow the seed brokers) and returns the response; it fails the
+// test, naming what it did, when the request is not answered within 10 s.
+// The response's error codes are the caller's to check.
+func KafkaRequest(t testing.TB, what string, brokers []string, req kmsg.Request, opts ...kgo.Opt) kmsg.Response {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, req)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return resp
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
@@ -21,25 +21,17 @@ import (
 // and /status reports the cluster.
 func TestOneAddressReachesTheWholeCluster(t *testing.T) {
 	t.Parallel()
-	const (
-		devices = 600
-		silent  = 60
-		shards  = 16
-	)
 	c := testenv.RedisCluster(t, 3)
-	k := testenv.Kafka(t, partitions, e2etest.Topics...)
-	cfg := e2etest.Config(t, c.Addrs()[1:2], k.Brokers())
-	if cfg.Redis.Mode != redisconn.ModeAuto {
-		t.Fatalf("redis.mode %q; the test is about auto", cfg.Redis.Mode)
-	}
-	cfg.Shards.InitialCount = shards
-	cfg.Timeouts.Default = timeout
-	cfg.HTTP.Addr = "127.0.0.1:0"
-	inst := e2etest.Start(t, cfg, app.Hooks{})
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	run := e2etest.Scenario{Devices: 600, Silent: 60, Partitions: partitions, Shards: 16}.StartOnRedis(t, c.Addrs()[1:2], func(cfg *configs.Config) {
+		if cfg.Redis.Mode != redisconn.ModeAuto {
+			t.Fatalf("redis.mode %q; the test is about auto", cfg.Redis.Mode)
+		}
+		cfg.HTTP.Addr = "127.0.0.1:0"
+	})
+	inst, cfg := run.Inst, run.Cfg
 
 	quiet := time.Now().Add(2 * time.Second)
-	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("ep-", devices), interval, e2etest.SilentEvery(devices, silent, quiet))
+	run.StartFleet(t, "ep-", run.Every(quiet))
 
 	// Before the silences: every master holds some shards' deadlines.
 	ctx := testenv.Context(t, time.Minute)
@@ -48,7 +40,7 @@ func TestOneAddressReachesTheWholeCluster(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.Tracked < devices {
+		if st.Tracked < int64(run.Devices) {
 			return nil
 		}
 		for _, n := range c.Nodes() {
@@ -81,5 +73,5 @@ func TestOneAddressReachesTheWholeCluster(t *testing.T) {
 		t.Errorf("%d persistence warnings at start, want one per master (3)", n)
 	}
 
-	f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: timeout, Shards: shards}, inst)
+	run.Finish(t, 45*time.Second, e2etest.ExactlyOnce)
 }

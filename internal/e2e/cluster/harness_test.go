@@ -3,23 +3,21 @@ package cluster_test
 import (
 	"testing"
 
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 const partitions = 8
 
-// startOnCluster starts a 3-master Redis Cluster and an in-process Kafka,
-// runs an instance on them with 16 shards and the suite's timeout, and
-// collects its timeouts. It returns the brokers for the fleet.
-func startOnCluster(t *testing.T) (*e2etest.Instance, *e2etest.Collector, []string) {
+// suite is the cluster suite's load: 2,000 devices beating every 200 ms
+// with a 1 s timeout, 100 of them going silent, on 8 partitions and 16
+// shards.
+var suite = e2etest.Scenario{Devices: 2000, Silent: 100, Partitions: partitions, Shards: 16}
+
+// startOnCluster starts a 3-master Redis Cluster and runs the suite's
+// scenario on it.
+func startOnCluster(t *testing.T) *e2etest.Run {
 	t.Helper()
 	c := testenv.RedisCluster(t, 3)
-	k := testenv.Kafka(t, partitions, e2etest.Topics...)
-	cfg := e2etest.Config(t, c.Addrs(), k.Brokers())
-	cfg.Shards.InitialCount = 16
-	cfg.Timeouts.Default = timeout
-	inst := e2etest.Start(t, cfg, app.Hooks{})
-	return inst, e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions), k.Brokers()
+	return suite.StartOnRedis(t, c.Addrs(), nil)
 }

@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
-	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // TestBrokerRestart stops one of three brokers (its connections drop, its
@@ -26,32 +24,18 @@ import (
 // that is the bound of "events within 1 s of a reachable leader").
 func TestBrokerRestart(t *testing.T) {
 	t.Parallel()
-	const (
-		devices    = 1000
-		silent     = 100
-		interval   = 200 * time.Millisecond
-		timeout    = time.Second
-		partitions = 6
-		shards     = 8
-	)
 	rng := seed(t)
-	k := testenv.KafkaWith(t, []kfake.Opt{kfake.NumBrokers(3)}, partitions, e2etest.Topics...)
-	r := testenv.Redis(t)
-	cfg := e2etest.Config(t, []string{r.Addr()}, k.Brokers())
-	cfg.Kafka.SessionTimeout = 6 * time.Second
-	cfg.Timeouts.Default = timeout
-	cfg.Shards.InitialCount = shards
-	inst := e2etest.Start(t, cfg, app.Hooks{})
+	// 1,000 devices, 100 silent, every 200 ms with a 1 s timeout, 8 shards.
+	run := e2etest.Scenario{Partitions: 6, KafkaOpts: []kfake.Opt{kfake.NumBrokers(3)}}.Start(t, func(cfg *configs.Config) {
+		cfg.Kafka.SessionTimeout = 6 * time.Second
+	})
+	k, events := run.Kafka, run.Events
 
 	start := time.Now()
 	stopAt := start.Add(3 * time.Second)
 	// The fleet's producer refreshes its metadata often, as a producer
 	// told NOT_LEADER would.
-	w := e2etest.NewWriter(k.Brokers(), e2etest.Signals)
-	w.Transport = &kafka.Transport{MetadataTTL: 100 * time.Millisecond}
-	f := e2etest.StartFleetOn(t, w, e2etest.IDs("br-", devices), interval,
-		e2etest.SilentSchedule(rng, devices, silent, stopAt.Add(-time.Second), stopAt.Add(5*time.Second)))
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	f := run.StartFleetOn(t, metadataRefreshing(k.Brokers()), "br-", run.Schedule(rng, stopAt.Add(-time.Second), stopAt.Add(5*time.Second)))
 
 	c := k.Cluster()
 	victim := c.LeaderFor(e2etest.Signals, 0)
@@ -72,7 +56,7 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	t.Logf("broker %d started again at +%v", victim, time.Since(start).Round(time.Millisecond))
 
-	v := f.Finish(t, events, 30*time.Second, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce}, inst)
+	v := run.Finish(t, 30*time.Second, e2etest.AtLeastOnce)
 	got := events.ByDevice()
 	var after []time.Duration
 	for _, id := range f.SilentIDs() {

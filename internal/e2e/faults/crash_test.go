@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
@@ -16,33 +15,22 @@ import (
 // original's event_id. Duplicates are counted in the log.
 func TestCrashKill9(t *testing.T) {
 	t.Parallel()
-	const (
-		devices    = 5000
-		silent     = devices / 10
-		interval   = time.Second
-		timeout    = 4 * time.Second
-		partitions = 8
-		shards     = 16
-		kills      = 3
-	)
+	const kills = 3
 	rng := seed(t)
-	bin := flatlineBinary(t)
-	e := e2etest.NewEnv(t, partitions)
-	k := e.Kafka
-	env := serveEnv(e.Cfg, map[string]string{
+	r := newServeRig(t, e2etest.Scenario{
+		Devices: 5000, Silent: 500, Interval: time.Second, Timeout: 4 * time.Second, Partitions: 8, Shards: 16,
+	}, 3000, "flatline serve")
+	bin, logs := r.bin, r.logs
+	env := r.env(map[string]string{
 		"FLATLINE_KAFKA_SESSION_TIMEOUT":    "2s",
 		"FLATLINE_SCANNER_LEASE_TTL":        "1s",
-		"FLATLINE_TIMEOUTS_DEFAULT":         timeout.String(),
-		"FLATLINE_SHARDS_INITIAL_COUNT":     strconv.Itoa(shards),
 		"FLATLINE_SHUTDOWN_TIMEOUT":         "5s",
 		"FLATLINE_INGEST_PROBE_INTERVAL":    "20ms",
 		"FLATLINE_DISPATCH_RECOVERY_WINDOW": "1h",
 	})
-	logs := e2etest.NewLogBuffer(3000)
-	logs.DumpOnFailure(t, "flatline serve")
 
 	// kfake never expires a member killed while joining; see reapGhosts.
-	reap := reapGhosts(t, k.Brokers(), e.Cfg.Kafka.GroupID, 2*time.Second)
+	reap := reapGhosts(t, r.Kafka.Brokers(), r.Cfg.Kafka.GroupID, 2*time.Second)
 
 	run := 1
 	logs.Note("start run %d", run)
@@ -52,9 +40,7 @@ func TestCrashKill9(t *testing.T) {
 	// spread over the window in which the kills happen.
 	start := time.Now()
 	silenceFrom, silenceTo := start.Add(3*time.Second), start.Add(15*time.Second)
-	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("dev-", devices), interval,
-		e2etest.SilentSchedule(rng, devices, silent, silenceFrom, silenceTo))
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	f := r.startFleet(t, rng, "dev-", silenceFrom, silenceTo)
 
 	// One kill at a random moment in each third of the silence window.
 	seg := silenceTo.Sub(silenceFrom) / kills
@@ -78,7 +64,7 @@ func TestCrashKill9(t *testing.T) {
 		if p.exited() {
 			t.Fatalf("flatline exited on its own: %v", p.state)
 		}
-		return f.Fired(events) == silent
+		return r.allFired()
 	})
 	t.Logf("every silent device fired by +%v", time.Since(start).Round(time.Millisecond))
 	// Keep the fleet beating a while longer to catch late duplicates and
@@ -91,14 +77,13 @@ func TestCrashKill9(t *testing.T) {
 	}
 	f.Stop()
 	ghosts := reap()
-	events.Drain(t)
-	v := f.Verdict(t, events, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce})
+	v := r.verdict(t)
 	t.Logf("%d kills, %d runs, %d heartbeat rounds (max heartbeat→next-ack %v), %d kfake ghost members removed: %v",
 		kills, run, v.Rounds, v.MaxLag.Round(time.Millisecond), ghosts, v)
 	if v.Duplicates > 0 {
 		t.Logf("duplicates: %d timeout events repeated across the kills, each with its original's event_id (at-least-once)", v.Duplicates)
 		shown := 0
-		for id, evs := range events.ByDevice() {
+		for id, evs := range r.events.ByDevice() {
 			if len(evs) < 2 || shown == 5 {
 				continue
 			}

@@ -26,14 +26,58 @@ import (
 // than the session timeout is removed with LeaveGroup. Each reap is
 // logged.
 func reapGhosts(t *testing.T, brokers []string, group string, session time.Duration) (stop func() int) {
+	var reaped atomic.Int64
+	c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
+	goneSince := map[string]time.Time{}
+	stopPoll := pollEvery(t, 250*time.Millisecond, func(ctx context.Context) {
+		resp, err := c.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err != nil || len(resp.Groups) != 1 {
+			return
+		}
+		live := establishedLocalPorts()
+		seen := map[string]bool{}
+		for _, m := range resp.Groups[0].Members {
+			seen[m.MemberID] = true
+			_, port, err := net.SplitHostPort(m.ClientHost)
+			if err != nil || live[port] {
+				delete(goneSince, m.MemberID)
+				continue
+			}
+			since, ok := goneSince[m.MemberID]
+			if !ok {
+				goneSince[m.MemberID] = time.Now()
+				continue
+			}
+			if time.Since(since) < session+2*time.Second {
+				continue
+			}
+			_, err = c.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: []kafka.LeaveGroupRequestMember{{ID: m.MemberID}}})
+			if err == nil {
+				reaped.Add(1)
+				t.Logf("kfake workaround: removed ghost member %s (client %s gone for %v)", m.MemberID, m.ClientHost, time.Since(since).Round(time.Millisecond))
+				delete(goneSince, m.MemberID)
+			}
+		}
+		for id := range goneSince {
+			if !seen[id] {
+				delete(goneSince, id)
+			}
+		}
+	})
+	return func() int {
+		stopPoll()
+		return int(reaped.Load())
+	}
+}
+
+// pollEvery calls fn every period on a goroutine of its own until the
+// returned stop is called or the test ends; stop returns once fn has.
+func pollEvery(t *testing.T, period time.Duration, fn func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	var reaped atomic.Int64
 	go func() {
 		defer close(done)
-		c := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 5 * time.Second}
-		goneSince := map[string]time.Time{}
-		tick := time.NewTicker(250 * time.Millisecond)
+		tick := time.NewTicker(period)
 		defer tick.Stop()
 		for {
 			select {
@@ -41,47 +85,12 @@ func reapGhosts(t *testing.T, brokers []string, group string, session time.Durat
 				return
 			case <-tick.C:
 			}
-			resp, err := c.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
-			if err != nil || len(resp.Groups) != 1 {
-				continue
-			}
-			live := establishedLocalPorts()
-			seen := map[string]bool{}
-			for _, m := range resp.Groups[0].Members {
-				seen[m.MemberID] = true
-				_, port, err := net.SplitHostPort(m.ClientHost)
-				if err != nil || live[port] {
-					delete(goneSince, m.MemberID)
-					continue
-				}
-				since, ok := goneSince[m.MemberID]
-				if !ok {
-					goneSince[m.MemberID] = time.Now()
-					continue
-				}
-				if time.Since(since) < session+2*time.Second {
-					continue
-				}
-				_, err = c.LeaveGroup(ctx, &kafka.LeaveGroupRequest{GroupID: group, Members: []kafka.LeaveGroupRequestMember{{ID: m.MemberID}}})
-				if err == nil {
-					reaped.Add(1)
-					t.Logf("kfake workaround: removed ghost member %s (client %s gone for %v)", m.MemberID, m.ClientHost, time.Since(since).Round(time.Millisecond))
-					delete(goneSince, m.MemberID)
-				}
-			}
-			for id := range goneSince {
-				if !seen[id] {
-					delete(goneSince, id)
-				}
-			}
+			fn(ctx)
 		}
 	}()
 	var once sync.Once
-	stop = func() int {
-		once.Do(func() { cancel(); <-done })
-		return int(reaped.Load())
-	}
-	t.Cleanup(func() { stop() })
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
 	return stop
 }
 

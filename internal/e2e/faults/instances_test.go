@@ -3,7 +3,6 @@ package faults_test
 import (
 	"context"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -19,37 +18,26 @@ import (
 // live owner again is measured: within scanner.lease_ttl + 1 s.
 func TestThreeInstancesKill9(t *testing.T) {
 	t.Parallel()
-	const (
-		devices    = 10000
-		silent     = 300
-		interval   = time.Second
-		timeout    = 3 * time.Second
-		partitions = 8
-		shards     = 16
-		leaseTTL   = 2 * time.Second
-	)
+	const leaseTTL = 2 * time.Second
 	rng := seed(t)
-	bin := flatlineBinary(t)
-	e := e2etest.NewEnv(t, partitions)
-	k := e.Kafka
-	logs := e2etest.NewLogBuffer(3000)
-	logs.DumpOnFailure(t, "flatline serve ×3")
-	reap := reapGhosts(t, k.Brokers(), e.Cfg.Kafka.GroupID, 2*time.Second)
+	r := newServeRig(t, e2etest.Scenario{
+		Devices: 10000, Silent: 300, Interval: time.Second, Timeout: 3 * time.Second, Partitions: 8, Shards: 16,
+	}, 3000, "flatline serve ×3")
+	devices, shards := r.Devices, r.Shards
+	reap := reapGhosts(t, r.Kafka.Brokers(), r.Cfg.Kafka.GroupID, 2*time.Second)
 	envFor := func(id string) []string {
-		return serveEnv(e.Cfg, map[string]string{
+		return r.env(map[string]string{
 			"FLATLINE_INSTANCE_ID":           id,
 			"FLATLINE_KAFKA_SESSION_TIMEOUT": "2s",
 			"FLATLINE_SCANNER_LEASE_TTL":     leaseTTL.String(),
-			"FLATLINE_TIMEOUTS_DEFAULT":      timeout.String(),
-			"FLATLINE_SHARDS_INITIAL_COUNT":  strconv.Itoa(shards),
 		})
 	}
 	ids := []string{"inst-a", "inst-b", "inst-c"}
 	procs := map[string]*proc{}
 	for _, id := range ids {
-		procs[id] = startProc(t, bin, envFor(id), logs, "serve")
+		procs[id] = startProc(t, r.bin, envFor(id), r.logs, "serve")
 	}
-	store := shard.NewStore(e.Redis.Client(t), shard.NewKeys(e.Cfg.Redis.KeyPrefix))
+	store := shard.NewStore(r.Redis.Client(t), shard.NewKeys(r.Cfg.Redis.KeyPrefix))
 	ctx := context.Background()
 	owners := func() []string {
 		o, err := store.LeaseOwners(ctx, shards)
@@ -72,9 +60,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 
 	start := time.Now()
 	silenceFrom, silenceTo := start.Add(3*time.Second), start.Add(12*time.Second)
-	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("dev-", devices), interval,
-		e2etest.SilentSchedule(rng, devices, silent, silenceFrom, silenceTo))
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	f := r.startFleet(t, rng, "dev-", silenceFrom, silenceTo)
 
 	// Kill one instance in the middle of the silences.
 	victim := ids[rng.IntN(len(ids))]
@@ -102,9 +88,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 		t.Errorf("takeover took %v, want ≤ lease_ttl + 1s = %v", takeover, leaseTTL+time.Second)
 	}
 
-	e2etest.Eventually(t, 60*time.Second, "a timeout for every silent device", func() bool {
-		return f.Fired(events) == silent
-	})
+	e2etest.Eventually(t, 60*time.Second, "a timeout for every silent device", r.allFired)
 	time.Sleep(2 * time.Second) // late duplicates or false timeouts would show here
 	for _, id := range ids {
 		if id != victim {
@@ -115,8 +99,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 	}
 	f.Stop()
 	ghosts := reap()
-	events.Drain(t)
-	v := f.Verdict(t, events, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce})
+	v := r.verdict(t)
 	survivors := slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == victim })
 	t.Logf("3 instances (%v survived), %d devices, %d kfake ghost members removed: %v", survivors, devices, ghosts, v)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -28,31 +28,17 @@ import (
 // device gets one; the process never exits.
 func TestKafkaOutage(t *testing.T) {
 	t.Parallel()
-	const (
-		devices    = 1000
-		silent     = 100
-		interval   = 500 * time.Millisecond
-		timeout    = 3 * time.Second
-		partitions = 4
-		shards     = 8
-		outage     = 10 * time.Second
-		stagger    = 2 * time.Second
-	)
+	const outage, stagger = 10 * time.Second, 2 * time.Second
 	rng := seed(t)
-	e := e2etest.NewEnv(t, partitions)
-	k, cfg := e.Kafka, e.Cfg
-	cfg.Kafka.SessionTimeout = 2 * time.Second
-	cfg.Timeouts.Default = timeout
-	cfg.Shards.InitialCount = shards
-	inst := e2etest.Start(t, cfg, app.Hooks{})
+	run := outageScenario.Start(t, func(cfg *configs.Config) { cfg.Kafka.SessionTimeout = 2 * time.Second })
+	k, cfg, inst, events := run.Kafka, run.Cfg, run.Inst, run.Events
+	timeout, shards := run.Timeout, run.Shards
 
 	start := time.Now()
 	produceDown := start.Add(4 * time.Second)
 	fetchDown := produceDown.Add(stagger)
 	produceUp, fetchUp := produceDown.Add(outage), fetchDown.Add(outage)
-	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("k-", devices), interval,
-		e2etest.SilentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), fetchUp.Add(2*time.Second)))
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	f := run.StartFleet(t, "k-", run.Schedule(rng, start.Add(1500*time.Millisecond), fetchUp.Add(2*time.Second)))
 
 	m := inst.Metrics
 	time.Sleep(time.Until(produceDown))
@@ -113,7 +99,7 @@ func TestKafkaOutage(t *testing.T) {
 	fetch.Remove()
 	t.Logf("fetch back at +%v (%d fetch requests failed; flatline logged %d \"fetch failed\" warnings)", time.Since(start).Round(time.Millisecond), fetch.Hits(), inst.Log.Count("fetch failed"))
 
-	v := f.Finish(t, events, 30*time.Second, e2etest.Want{Timeout: timeout, Shards: shards}, inst)
+	v := run.Finish(t, 30*time.Second, e2etest.ExactlyOnce)
 	caught := v.AllFired.Sub(fetchUp)
 	t.Logf("fleet: %d rounds, max heartbeat→next-ack %v; ", v.Rounds, v.MaxLag.Round(time.Millisecond))
 	t.Logf("produce outage %v, fetch outage %v (staggered %v): %d due members held in their shards, %v publish retries; "+

@@ -7,7 +7,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
@@ -23,31 +23,18 @@ import (
 // within 5 s of its creation.
 func TestPartitionsAdded(t *testing.T) {
 	t.Parallel()
-	const (
-		devices  = 2000
-		silent   = 100
-		interval = 200 * time.Millisecond
-		timeout  = time.Second
-		before   = 4
-		after    = 16
-		shards   = 8
-	)
+	const before, after = 4, 16
 	rng := seed(t)
-	e := e2etest.NewEnv(t, before)
-	k, cfg := e.Kafka, e.Cfg
-	cfg.Kafka.SessionTimeout = 2 * time.Second
-	cfg.Timeouts.Default = timeout
-	cfg.Shards.InitialCount = shards
-	inst := e2etest.Start(t, cfg, app.Hooks{})
+	// 2,000 devices, 100 silent, every 200 ms with a 1 s timeout, 8 shards.
+	run := e2etest.Scenario{Devices: 2000, Partitions: before}.Start(t, func(cfg *configs.Config) {
+		cfg.Kafka.SessionTimeout = 2 * time.Second
+	})
+	k, cfg, inst, devices := run.Kafka, run.Cfg, run.Inst, run.Devices
 
 	start := time.Now()
 	grow := start.Add(3 * time.Second)
-	w := e2etest.NewWriter(k.Brokers(), e2etest.Signals)
-	w.Transport = &kafka.Transport{MetadataTTL: 100 * time.Millisecond}
-	ids := e2etest.IDs("p-", devices)
-	f := e2etest.StartFleetOn(t, w, ids, interval,
-		e2etest.SilentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), grow.Add(5*time.Second)))
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, before)
+	f := run.StartFleetOn(t, metadataRefreshing(k.Brokers()), "p-", run.Schedule(rng, start.Add(1500*time.Millisecond), grow.Add(5*time.Second)))
+	ids := f.IDs
 
 	moved := 0
 	parts := func(n int) []int {
@@ -87,7 +74,7 @@ func TestPartitionsAdded(t *testing.T) {
 		t.Errorf("flatline never noticed the new partitions itself (no \"partition count changed\" line)")
 	}
 
-	v := f.Finish(t, events, 20*time.Second, e2etest.Want{Timeout: timeout, Shards: shards}, inst)
+	v := run.Finish(t, 20*time.Second, e2etest.ExactlyOnce)
 	slices.Sort(v.Late)
 	t.Logf("new partitions consumed %v after their creation; %v; lateness p50 %v p99 %v max %v",
 		took.Round(time.Millisecond), v, e2etest.Percentile(v.Late, 0.5).Round(time.Millisecond),

@@ -3,11 +3,13 @@ package faults_test
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,6 +80,65 @@ func serveEnv(cfg configs.Config, vars map[string]string) []string {
 	}
 	maps.Copy(all, vars)
 	return childEnv(all)
+}
+
+// serveRig is what a test of `flatline serve` children starts from: the
+// binary, a Redis and a Kafka for the scenario, one log of all the
+// children (dumped when the test fails) and, once started, the fleet and
+// the collector of the timeouts.
+type serveRig struct {
+	e2etest.Scenario // filled
+	*e2etest.Env
+	bin    string
+	logs   *e2etest.LogBuffer
+	fleet  *e2etest.Fleet
+	events *e2etest.Collector
+}
+
+// newServeRig builds the binary and starts the scenario's environment;
+// the children's log keeps logLines lines and is dumped under name.
+func newServeRig(t *testing.T, sc e2etest.Scenario, logLines int, name string) *serveRig {
+	t.Helper()
+	sc = sc.Filled()
+	r := &serveRig{Scenario: sc, bin: flatlineBinary(t)}
+	r.Env = e2etest.NewEnv(t, sc.Partitions)
+	r.logs = e2etest.NewLogBuffer(logLines)
+	r.logs.DumpOnFailure(t, name)
+	return r
+}
+
+// env is the environment of a child (serveEnv) with the scenario's timeout
+// and shard count; vars add to it.
+func (r *serveRig) env(vars map[string]string) []string {
+	all := map[string]string{
+		"FLATLINE_TIMEOUTS_DEFAULT":     r.Timeout.String(),
+		"FLATLINE_SHARDS_INITIAL_COUNT": strconv.Itoa(r.Shards),
+	}
+	maps.Copy(all, vars)
+	return serveEnv(r.Cfg, all)
+}
+
+// startFleet starts the scenario's devices, named prefix00000 on, the
+// silent ones going silent at random moments within [from, to), and the
+// collector of the timeouts.
+func (r *serveRig) startFleet(t *testing.T, rng *rand.Rand, prefix string, from, to time.Time) *e2etest.Fleet {
+	t.Helper()
+	brokers := r.Kafka.Brokers()
+	r.fleet = e2etest.StartFleet(t, brokers, e2etest.IDs(prefix, r.Devices), r.Interval, r.Schedule(rng, from, to))
+	r.events = e2etest.Collect(t, brokers, e2etest.Timeouts, r.Partitions)
+	return r.fleet
+}
+
+// allFired reports whether every silent device got a timeout.
+func (r *serveRig) allFired() bool { return r.fleet.Fired(r.events) == r.Silent }
+
+// verdict reads the timeouts topic to its end, once the children and the
+// fleet stopped, and returns the verdict: at least once, as a child killed
+// or stopped may repeat a timeout.
+func (r *serveRig) verdict(t *testing.T) e2etest.Verdict {
+	t.Helper()
+	r.events.Drain(t)
+	return r.fleet.Verdict(t, r.events, r.Want(e2etest.AtLeastOnce))
 }
 
 // childEnv is the test's environment without any FLATLINE_* variable (so a

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
@@ -23,24 +23,17 @@ import (
 // one sent during the outage, and no live device gets one.
 func TestRedisOutage(t *testing.T) {
 	t.Parallel()
-	const (
-		devices    = 1000
-		silent     = 100
-		interval   = 500 * time.Millisecond
-		timeout    = 3 * time.Second
-		partitions = 4
-		shards     = 8
-		outage     = 10 * time.Second
-	)
+	const outage = 10 * time.Second
 	rng := seed(t)
-	e := e2etest.NewEnv(t, partitions, "--appendonly", "yes", "--appendfsync", "always")
-	rs, k, cfg := e.Redis, e.Kafka, e.Cfg
-	cfg.Kafka.SessionTimeout = 2 * time.Second
-	cfg.HTTP.Addr = "127.0.0.1:0"
-	cfg.Timeouts.Default = timeout
-	cfg.Shards.InitialCount = shards
-	cfg.Scanner.LeaseTTL = 2 * time.Second
-	inst := e2etest.Start(t, cfg, app.Hooks{})
+	sc := outageScenario
+	sc.RedisArgs = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	run := sc.Start(t, func(cfg *configs.Config) {
+		cfg.Kafka.SessionTimeout = 2 * time.Second
+		cfg.HTTP.Addr = "127.0.0.1:0"
+		cfg.Scanner.LeaseTTL = 2 * time.Second
+	})
+	rs, k, cfg, inst := run.Redis, run.Kafka, run.Cfg, run.Inst
+	partitions, shards := run.Partitions, run.Shards
 	readyz := "http://" + inst.HTTP.Addr() + "/readyz"
 	e2etest.Eventually(t, 10*time.Second, "/readyz 200 at start", func() bool { return e2etest.HTTPStatus(readyz) == 200 })
 
@@ -49,9 +42,7 @@ func TestRedisOutage(t *testing.T) {
 	start := time.Now()
 	down := start.Add(4 * time.Second)
 	up := down.Add(outage)
-	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("r-", devices), interval,
-		e2etest.SilentSchedule(rng, devices, silent, start.Add(1500*time.Millisecond), up.Add(2*time.Second)))
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	run.StartFleet(t, "r-", run.Schedule(rng, start.Add(1500*time.Millisecond), up.Add(2*time.Second)))
 
 	time.Sleep(time.Until(down))
 	m := inst.Metrics
@@ -105,7 +96,7 @@ func TestRedisOutage(t *testing.T) {
 	e2etest.Eventually(t, 15*time.Second, "/readyz 200 after Redis came back", func() bool { return e2etest.HTTPStatus(readyz) == 200 })
 	readyAfter := time.Since(restart)
 
-	v := f.Finish(t, events, 30*time.Second, e2etest.Want{Timeout: timeout, Shards: shards}, inst)
+	v := run.Finish(t, 30*time.Second, e2etest.ExactlyOnce)
 	caught := v.AllFired.Sub(restart)
 	t.Logf("fleet: %d rounds, max heartbeat→next-ack %v; ", v.Rounds, v.MaxLag.Round(time.Millisecond))
 	t.Logf("outage %v: %d heartbeats held uncommitted; /readyz %v; %v failed ingest writes, %v failed scanner passes; "+

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -30,29 +29,18 @@ import (
 // deadline fell into the restarts.
 func TestRollingRestart(t *testing.T) {
 	t.Parallel()
-	const (
-		devices    = 3000
-		silent     = 150
-		interval   = 500 * time.Millisecond
-		timeout    = 2 * time.Second
-		partitions = 8
-		shards     = 16
-		session    = 6 * time.Second
-	)
+	const session = 6 * time.Second
 	rng := seed(t)
-	bin := flatlineBinary(t)
-	e := e2etest.NewEnv(t, partitions)
-	k := e.Kafka
-	logs := e2etest.NewLogBuffer(4000)
-	logs.DumpOnFailure(t, "flatline serve ×3")
-	group := e.Cfg.Kafka.GroupID
+	r := newServeRig(t, e2etest.Scenario{
+		Devices: 3000, Silent: 150, Interval: 500 * time.Millisecond, Timeout: 2 * time.Second, Partitions: 8, Shards: 16,
+	}, 4000, "flatline serve ×3")
+	k, logs := r.Kafka, r.logs
+	group := r.Cfg.Kafka.GroupID
 	envFor := func(id string) []string {
-		return serveEnv(e.Cfg, map[string]string{
+		return r.env(map[string]string{
 			"FLATLINE_INSTANCE_ID":           id,
 			"FLATLINE_HTTP_ADDR":             "127.0.0.1:0",
 			"FLATLINE_KAFKA_SESSION_TIMEOUT": session.String(),
-			"FLATLINE_TIMEOUTS_DEFAULT":      timeout.String(),
-			"FLATLINE_SHARDS_INITIAL_COUNT":  strconv.Itoa(shards),
 		})
 	}
 	// start runs an instance and waits until /readyz answers 200 and the
@@ -61,7 +49,7 @@ func TestRollingRestart(t *testing.T) {
 		instLogs := e2etest.NewLogBuffer(200)
 		addrs := httpAddrOf(instLogs)
 		instLogs.Watch(func(line string) { _, _ = logs.Write([]byte(id + ": " + line + "\n")) })
-		p := startProc(t, bin, envFor(id), instLogs, "serve")
+		p := startProc(t, r.bin, envFor(id), instLogs, "serve")
 		var addr string
 		select {
 		case addr = <-addrs:
@@ -82,16 +70,14 @@ func TestRollingRestart(t *testing.T) {
 		procs[id] = start(id, n+1)
 	}
 
-	store := shard.NewStore(e.Redis.Client(t), shard.NewKeys(e.Cfg.Redis.KeyPrefix))
+	store := shard.NewStore(r.Redis.Client(t), shard.NewKeys(r.Cfg.Redis.KeyPrefix))
 	held := watchHold(t, store)
 
 	begin := time.Now()
 	rollFrom := begin.Add(3 * time.Second)
 	// Silences from a little before the first SIGTERM to the end of the
 	// last step (three steps of a few seconds each).
-	f := e2etest.StartFleet(t, k.Brokers(), e2etest.IDs("roll-", devices), interval,
-		e2etest.SilentSchedule(rng, devices, silent, rollFrom.Add(-time.Second), rollFrom.Add(12*time.Second)))
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	f := r.startFleet(t, rng, "roll-", rollFrom.Add(-time.Second), rollFrom.Add(12*time.Second))
 	time.Sleep(time.Until(rollFrom))
 
 	type step struct {
@@ -123,9 +109,7 @@ func TestRollingRestart(t *testing.T) {
 	}
 	rollTo := time.Now()
 
-	e2etest.Eventually(t, 30*time.Second, "a timeout for every silent device", func() bool {
-		return f.Fired(events) == silent
-	})
+	e2etest.Eventually(t, 30*time.Second, "a timeout for every silent device", r.allFired)
 	time.Sleep(2 * time.Second) // late duplicates or false timeouts would show here
 	hold := held()
 	for _, id := range ids {
@@ -134,11 +118,10 @@ func TestRollingRestart(t *testing.T) {
 		}
 	}
 	f.Stop()
-	events.Drain(t)
-	v := f.Verdict(t, events, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce})
+	v := r.verdict(t)
 
 	// Lateness per step, by deadline.
-	got := events.ByDevice()
+	got := r.events.ByDevice()
 	var inside []time.Duration
 	for _, id := range f.SilentIDs() {
 		evs := got[id]
@@ -208,48 +191,29 @@ func (h holdLog) max(from, to time.Time) time.Duration {
 // watchHold samples min over partitions of wm(p) from Redis every 10 ms
 // until the returned function is called, which returns the samples.
 func watchHold(t *testing.T, store *shard.Store) func() holdLog {
-	ctx, cancel := context.WithCancel(context.Background())
 	var (
-		mu   sync.Mutex
-		h    holdLog
-		done = make(chan struct{})
+		mu sync.Mutex
+		h  holdLog
 	)
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			wms, n, err := store.Watermarks(ctx)
-			if err != nil || n == 0 {
-				continue
-			}
-			min := int64(-1)
-			for p := 0; p < n; p++ {
-				if v, ok := wms[p]; !ok {
-					min = 0
-				} else if min < 0 || v < min {
-					min = v
-				}
-			}
-			now := time.Now()
-			mu.Lock()
-			h.at = append(h.at, now)
-			h.lag = append(h.lag, now.Sub(time.UnixMilli(min)))
-			mu.Unlock()
+	stopPoll := pollEvery(t, 10*time.Millisecond, func(ctx context.Context) {
+		wms, n, err := store.Watermarks(ctx)
+		if err != nil {
+			return
 		}
-	}()
-	var once sync.Once
-	stop := func() holdLog {
-		once.Do(func() { cancel(); <-done })
+		min, ok := shard.MinWatermark(wms, n)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		h.at = append(h.at, now)
+		h.lag = append(h.lag, now.Sub(time.UnixMilli(min)))
+		mu.Unlock()
+	})
+	return func() holdLog {
+		stopPoll()
 		mu.Lock()
 		defer mu.Unlock()
 		return h
 	}
-	t.Cleanup(func() { stop() })
-	return stop
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
 
@@ -13,24 +12,15 @@ import (
 // 1 s timeout; 250 go silent. Exactly those get exactly one timeout each,
 // with every field right, and no live device gets one.
 func TestEndToEnd(t *testing.T) {
-	const (
-		devices  = 5000
-		silent   = 250
-		interval = 200 * time.Millisecond
-		timeout  = time.Second
-	)
-	e := e2etest.NewEnv(t, 8)
-	e.Cfg.Shards.InitialCount = 16
-	e.Cfg.Timeouts.Default = timeout
-	inst := e2etest.Start(t, e.Cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 8)
+	// Every 200 ms with a 1 s timeout.
+	run := e2etest.Scenario{Devices: 5000, Silent: 250, Partitions: 8, Shards: 16}.Start(t, nil)
 
 	quiet := time.Now().Add(2 * time.Second) // once the fleet is tracked
-	f := e2etest.StartFleet(t, e.Kafka.Brokers(), e2etest.IDs("dev-", devices), interval, e2etest.SilentEvery(devices, silent, quiet))
+	run.StartFleet(t, "dev-", run.Every(quiet))
 
-	v := f.Finish(t, events, 60*time.Second, e2etest.Want{Timeout: timeout, Shards: 16}, inst)
+	v := run.Finish(t, 60*time.Second, e2etest.ExactlyOnce)
 	var detect []time.Duration
-	for _, evs := range events.ByDevice() {
+	for _, evs := range run.Events.ByDevice() {
 		for _, r := range evs {
 			detect = append(detect, time.Duration(r.Ev.DetectedAtMs-r.Ev.DeadlineMs)*time.Millisecond)
 			if r.Ev.Class != "" {

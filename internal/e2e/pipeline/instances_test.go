@@ -112,25 +112,20 @@ func TestNoIngestFiresNothing(t *testing.T) {
 // went silent during the gap get theirs once ingest has caught up.
 func TestRestartAfterGapNoFalseTimeouts(t *testing.T) {
 	t.Parallel()
-	const timeout = time.Second
-	e := e2etest.NewEnv(t, 4)
-	e.Cfg.Shards.InitialCount = 8
-	e.Cfg.Timeouts.Default = timeout
-	a := e2etest.Start(t, e.Cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 4)
+	// 2,000 devices beating every 200 ms with a 1 s timeout, 100 going
+	// silent, on 4 partitions and 8 shards.
+	run := e2etest.Scenario{Devices: 2000}.Start(t, nil)
 
-	ids := e2etest.IDs("gap-", 2000)
 	gapStart := time.Now().Add(2 * time.Second)
-	gap := 3 * timeout
+	gap := 3 * run.Timeout
 	// Silent only during the gap, when nobody is watching.
-	silentAt := e2etest.SilentSchedule(rand.New(rand.NewPCG(8, 9)), len(ids), 100, gapStart, gapStart.Add(gap-500*time.Millisecond))
-	f := e2etest.StartFleet(t, e.Kafka.Brokers(), ids, 200*time.Millisecond, silentAt)
+	f := run.StartFleet(t, "gap-", run.Schedule(rand.New(rand.NewPCG(8, 9)), gapStart, gapStart.Add(gap-500*time.Millisecond)))
 	time.Sleep(time.Until(gapStart))
-	if err := a.Stop(); err != nil {
+	if err := run.Inst.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(gap) // the fleet beats on into Kafka; no flatline runs
-	b := e2etest.Start(t, e.Cfg, app.Hooks{})
+	b := e2etest.Start(t, run.Cfg, app.Hooks{})
 
-	f.Finish(t, events, 60*time.Second, e2etest.Want{Timeout: timeout, Shards: 8}, b)
+	f.Finish(t, run.Events, 60*time.Second, run.Want(e2etest.ExactlyOnce), b)
 }

@@ -6,19 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
-const (
-	partitions = 4
-	devices    = 400
-	interval   = 200 * time.Millisecond
-	timeout    = time.Second
-	shards     = 8
-)
+const partitions = 4
 
 // TestFailoverThroughSentinels runs an instance with redis.mode sentinel
 // (Sentinels and data nodes each with their own password) while a fleet
@@ -32,17 +26,15 @@ func TestFailoverThroughSentinels(t *testing.T) {
 	t.Parallel()
 	const dataPW, sentinelPW = "data-Pw-e2e", "sentinel-Pw-e2e"
 	s := testenv.RedisSentinel(t, testenv.SentinelOptions{Password: dataPW, SentinelPassword: sentinelPW})
-	k := testenv.Kafka(t, partitions, e2etest.Topics...)
-	cfg := e2etest.Config(t, s.Addrs(), k.Brokers())
-	cfg.Redis.Mode = redisconn.ModeSentinel
-	cfg.Redis.Sentinel.Master = s.Master()
-	cfg.Redis.Password = dataPW
-	cfg.Redis.Sentinel.Password = sentinelPW
-	cfg.Shards.InitialCount = shards
-	cfg.Timeouts.Default = timeout
-	cfg.HTTP.Addr = "127.0.0.1:0"
-	inst := e2etest.Start(t, cfg, app.Hooks{})
-	events := e2etest.Collect(t, k.Brokers(), e2etest.Timeouts, partitions)
+	// 400 devices beating every 200 ms with a 1 s timeout, on 8 shards.
+	run := e2etest.Scenario{Devices: 400, Partitions: partitions, Shards: 8}.StartOnRedis(t, s.Addrs(), func(cfg *configs.Config) {
+		cfg.Redis.Mode = redisconn.ModeSentinel
+		cfg.Redis.Sentinel.Master = s.Master()
+		cfg.Redis.Password = dataPW
+		cfg.Redis.Sentinel.Password = sentinelPW
+		cfg.HTTP.Addr = "127.0.0.1:0"
+	})
+	inst, events, devices := run.Inst, run.Events, run.Devices
 	// readStatus is /status's redis object; an error right after the
 	// failover (a pooled connection to the dead primary) is retried by
 	// the callers that wait for it.
@@ -80,7 +72,7 @@ func TestFailoverThroughSentinels(t *testing.T) {
 		silentAt[i+10] = start.Add(12 * time.Second)
 		groupB = append(groupB, ids[i+10])
 	}
-	f := e2etest.StartFleet(t, k.Brokers(), ids, interval, silentAt)
+	run.StartFleet(t, "sen-", silentAt)
 
 	old := s.Primary()
 	if n, err := old.Client(t).DBSize(testenv.Context(t, 5*time.Second)).Result(); err != nil || n == 0 {
@@ -111,6 +103,6 @@ func TestFailoverThroughSentinels(t *testing.T) {
 		return nil
 	})
 
-	v := f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: timeout, Shards: shards, Delivery: e2etest.AtLeastOnce}, inst)
+	v := run.Finish(t, 45*time.Second, e2etest.AtLeastOnce)
 	t.Logf("%v", v)
 }
