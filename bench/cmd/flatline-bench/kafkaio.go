@@ -10,6 +10,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The load side talks to Kafka with franz-go (kgo): it is the fastest Go
@@ -219,5 +220,48 @@ func groupCommitted(ctx context.Context, brokers []string, group, topic string, 
 			out[p.Partition] = p.CommittedOffset
 		}
 	}
+	return out, nil
+}
+
+// sampleBrokerRTT times a ListOffsets of every partition of topic every
+// period, on a client of its own, until stop closes; the channel then
+// yields the round trips in milliseconds.
+func sampleBrokerRTT(brokers []string, topic string, partitions int, period time.Duration, stop <-chan struct{}) (<-chan []float64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan []float64, 1)
+	go func() {
+		defer cl.Close()
+		var rtts []float64
+		defer func() { out <- rtts }()
+		req := kmsg.NewPtrListOffsetsRequest()
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		for p := range partitions {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition = int32(p)
+			rp.Timestamp = -1 // latest
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			start := time.Now()
+			_, err := req.RequestWith(ctx, cl)
+			cancel()
+			if err == nil {
+				rtts = append(rtts, float64(time.Since(start).Microseconds())/1e3)
+			}
+		}
+	}()
 	return out, nil
 }

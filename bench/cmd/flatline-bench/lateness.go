@@ -36,6 +36,11 @@ type LatenessResult struct {
 	// during the window: scanners fire nothing newer, so this is the floor
 	// of detection lateness.
 	WatermarkLag Dist `json:"watermark_lag_sampled"`
+	// BrokerRTT samples, every 20 ms, how long the bench's Kafka (kfake,
+	// in this process) takes to answer a ListOffsets for the signals topic
+	// to a client of its own: what a watermark stall costs that flatline
+	// does not cause. Sampled beside WatermarkLag.
+	BrokerRTT Dist `json:"broker_rtt_sampled"`
 	// FlatlineCores is the flatline process's CPU time over the window's
 	// wall time, under the background load: the steady-state cost the
 	// Helm chart's CPU request is sized from (deploy/README.md, "Sizing").
@@ -145,6 +150,10 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	var wmLag []float64
 	stopWM := make(chan struct{})
 	wmDone := make(chan struct{})
+	rtts, err := sampleBrokerRTT(brokers, kc.SignalsTopic, o.partitions, 20*time.Millisecond, stopWM)
+	if err != nil {
+		return nil, err
+	}
 	go func() {
 		defer close(wmDone)
 		t := time.NewTicker(20 * time.Millisecond)
@@ -182,6 +191,7 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	close(stopWM)
 	<-wmDone
 	res.WatermarkLag = distOf(wmLag)
+	res.BrokerRTT = distOf(<-rtts)
 	res.CPUSplit = meter.Split()
 	if wall := res.CPUSplit["wall"]; wall > 0 {
 		res.FlatlineCores = res.CPUSplit["flatline"] / wall

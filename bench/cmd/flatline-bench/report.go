@@ -124,6 +124,8 @@ func (r *Result) buildTable() {
 		add(sc, "flatline's histogram (deadline → Kafka ack) p99 bucket", "≤ "+ms(l.FlatlineAckP99Ms)+" ms", "", "")
 		add(sc, "watermark lag (now − min wm), sampled every 20 ms: p50 / p99 / max",
 			fmt.Sprintf("%s / %s / %s ms", ms(l.WatermarkLag.P50), ms(l.WatermarkLag.P99), ms(l.WatermarkLag.Max)), "", "")
+		add(sc, "the bench's Kafka (kfake) answering ListOffsets, sampled every 20 ms: p50 / p99 / max",
+			fmt.Sprintf("%s / %s / %s ms", ms(l.BrokerRTT.P50), ms(l.BrokerRTT.P99), ms(l.BrokerRTT.Max)), "", "")
 		add(sc, "flatline process under the load: cores (CPU-s per s) / peak RSS",
 			fmt.Sprintf("%.2f / %s", l.FlatlineCores, mib(l.FlatlinePeakRSSBytes)), "", "")
 	}
