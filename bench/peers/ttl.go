@@ -113,52 +113,13 @@ func runTTL(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
 	rows = append(rows, latencyRows(ttlSystem, fmt.Sprintf("sparse: %d deadlines among %s live keys", o.sparse, fmtInt(o.ttlPopulate)), d.Sparse, o.sparse, "Redis default hz "+d.Hz)...)
 
 	// Mass expiry.
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
-		return rows, d, err
-	}
-	mass := deviceIDs("m-", o.massTTL)
-	margin := time.Second + time.Duration(1.5*float64(len(mass))/loadRate*float64(time.Second))
-	deadline := time.Now().Add(margin)
-	status("ttl: %d keys expiring at once (+%s)", len(mass), margin.Round(time.Millisecond))
-	var got atomic.Int64
-	var firstAt, lastAt atomic.Int64
-	msub, err := subscribeExpired(ctx, rdb, func(_ string, at time.Time) {
-		if got.Add(1) == 1 {
-			firstAt.Store(at.UnixMicro())
+	if o.massTTL > 0 {
+		massRows, err := ttlMass(ctx, rdb, o, d, loadRate)
+		rows = append(rows, massRows...)
+		if err != nil {
+			return rows, d, err
 		}
-		lastAt.Store(at.UnixMicro())
-	})
-	if err != nil {
-		return rows, d, err
 	}
-	if _, err := setPXAT(ctx, rdb, mass, func(int) int64 { return deadline.UnixMilli() }); err != nil {
-		return rows, d, err
-	}
-	d.MassLoadEndS = time.Until(deadline).Seconds()
-	waitUntil(deadline.Add(60*time.Second), func() bool { return got.Load() >= int64(len(mass)) || msub.Err() != nil })
-	// Let the last notifications arrive after a subscriber error, if any.
-	if msub.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-	}
-	msub.Close()
-	if e := msub.Err(); e != nil {
-		d.MassSubErr = e.Error()
-	}
-	d.MassReceived = int(got.Load())
-	if d.MassReceived > 0 {
-		d.MassFirstS = float64(firstAt.Load()-deadline.UnixMicro()) / 1e6
-		d.MassLastS = float64(lastAt.Load()-deadline.UnixMicro()) / 1e6
-		d.MassPerSecond = float64(d.MassReceived) / d.MassLastS
-	}
-	note := ""
-	if d.MassSubErr != "" {
-		note = "subscriber dropped: " + d.MassSubErr
-	}
-	rows = append(rows,
-		Row{System: ttlSystem, Metric: fmt.Sprintf("mass: %s keys expiring at once, notifications received", fmtInt(len(mass))), Value: float64(d.MassReceived), Unit: "events", Note: note},
-		Row{System: ttlSystem, Metric: "mass: deadline → last notification", Value: d.MassLastS, Unit: "s"},
-		Row{System: ttlSystem, Metric: "mass: drain rate", Value: d.MassPerSecond, Unit: "events/s"},
-	)
 
 	// Loss: the subscriber is away for o.gap in the middle of a stream.
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
@@ -193,6 +154,81 @@ func runTTL(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
 	rows = append(rows, Row{System: ttlSystem, Metric: fmt.Sprintf("events lost while the subscriber is away %s (of %d over %s)", o.gap, lossKeys, lossWindow),
 		Value: float64(lossKeys - d.LossReceived), Unit: "events", Note: "pub/sub keeps nothing for an absent subscriber"})
 	return rows, d, nil
+}
+
+// ttlMass sets o.massTTL keys to expire at one moment, far enough ahead
+// for keys loaded at loadRate per second, and counts the expired-key
+// notifications from the deadline to the last one.
+func ttlMass(ctx context.Context, rdb *redis.Client, o *options, d *ttlDetails, loadRate float64) ([]Row, error) {
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		return nil, err
+	}
+	mass := deviceIDs("m-", o.massTTL)
+	margin := time.Second + time.Duration(1.5*float64(len(mass))/loadRate*float64(time.Second))
+	deadline := time.Now().Add(margin)
+	status("ttl: %d keys expiring at once (+%s)", len(mass), margin.Round(time.Millisecond))
+	var got atomic.Int64
+	var firstAt, lastAt atomic.Int64
+	msub, err := subscribeExpired(ctx, rdb, func(_ string, at time.Time) {
+		if got.Add(1) == 1 {
+			firstAt.Store(at.UnixMicro())
+		}
+		lastAt.Store(at.UnixMicro())
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := setPXAT(ctx, rdb, mass, func(int) int64 { return deadline.UnixMilli() }); err != nil {
+		return nil, err
+	}
+	d.MassLoadEndS = time.Until(deadline).Seconds()
+	waitUntil(deadline.Add(60*time.Second), func() bool { return got.Load() >= int64(len(mass)) || msub.Err() != nil })
+	// Let the last notifications arrive after a subscriber error, if any.
+	if msub.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	msub.Close()
+	if e := msub.Err(); e != nil {
+		d.MassSubErr = e.Error()
+	}
+	d.MassReceived = int(got.Load())
+	if d.MassReceived > 0 {
+		d.MassFirstS = float64(firstAt.Load()-deadline.UnixMicro()) / 1e6
+		d.MassLastS = float64(lastAt.Load()-deadline.UnixMicro()) / 1e6
+		d.MassPerSecond = float64(d.MassReceived) / d.MassLastS
+	}
+	note := ""
+	if d.MassSubErr != "" {
+		note = "subscriber dropped: " + d.MassSubErr
+	}
+	return []Row{
+		{System: ttlSystem, Metric: fmt.Sprintf("mass: %s keys expiring at once, notifications received", fmtInt(len(mass))), Value: float64(d.MassReceived), Unit: "events", Note: note},
+		{System: ttlSystem, Metric: "mass: deadline → last notification", Value: d.MassLastS, Unit: "s"},
+		{System: ttlSystem, Metric: "mass: drain rate", Value: d.MassPerSecond, Unit: "events/s"},
+	}, nil
+
+}
+
+// runTTLMass is -only ttl-mass: the mass expiry alone, on the server as
+// given (flatline-bench starts a fresh one for each run), its load rate
+// measured first on keys that are flushed again.
+func runTTLMass(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: o.redis, PoolSize: 16})
+	defer rdb.Close()
+	d := &ttlDetails{MassKeys: o.massTTL}
+	if err := rdb.ConfigSet(ctx, "notify-keyspace-events", "Ex").Err(); err != nil {
+		return nil, d, err
+	}
+	warm := deviceIDs("warm-", min(o.massTTL, 200_000))
+	took, err := setPXAT(ctx, rdb, warm, func(int) int64 { return time.Now().Add(time.Hour).UnixMilli() })
+	if err != nil {
+		return nil, d, err
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		return nil, d, err
+	}
+	rows, err := ttlMass(ctx, rdb, o, d, float64(len(warm))/took.Seconds())
+	return rows, d, err
 }
 
 // setPXAT sets every id (value "1") to expire at deadlineOf(k), pipelined.

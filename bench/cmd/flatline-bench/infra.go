@@ -155,6 +155,14 @@ func (r *redisProc) CommandStats(ctx context.Context) (map[string]cmdStat, error
 
 type cmdStat struct{ Calls, Usec int64 }
 
+// perUnitUsec is cpuSeconds in microseconds per unit (0 without units).
+func perUnitUsec(cpuSeconds, units float64) float64 {
+	if units <= 0 {
+		return 0
+	}
+	return cpuSeconds * 1e6 / units
+}
+
 // topCommands is the difference of two commandstats snapshots, busiest
 // first: where Redis spent its time in a scenario.
 func topCommands(before, after map[string]cmdStat, n int) []RedisCommand {

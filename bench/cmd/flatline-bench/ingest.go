@@ -32,10 +32,15 @@ type IngestResult struct {
 	Coalesced *IngestRun   `json:"coalesced,omitempty"`
 	Ceiling   *CeilingRun  `json:"ceiling"`
 	// RatioExact is the median of the pairs' heartbeats/s (from start)
-	// over members/s; RatioCoalesced is the coalesced run over the median
-	// ceiling of all pairs.
+	// over members/s; RatioCoalesced is the median coalesced run (of as
+	// many as there are pairs) over the median ceiling of all pairs.
 	RatioExact     float64 `json:"ratio_exact_to_ceiling"`
 	RatioCoalesced float64 `json:"ratio_coalesced_to_ceiling,omitempty"`
+	// CoalescedRuns lists every coalesced run; Coalesced is the median.
+	CoalescedRuns []*IngestRun `json:"coalesced_runs,omitempty"`
+	// MedianExactCPUPerMillion is the median of the exact runs' flatline
+	// CPU-s per million heartbeats.
+	MedianExactCPUPerMillion float64 `json:"median_exact_cpu_seconds_per_million"`
 }
 
 // IngestPair is one exact run and the ceiling measured right after it.
@@ -71,12 +76,12 @@ type IngestRun struct {
 
 // CeilingRun is variadic ZADD GT pipelined from Go into the same keys.
 type CeilingRun struct {
-	Seconds          float64            `json:"seconds"`
-	MembersPerSecond float64            `json:"members_per_second"`
-	Workers          int                `json:"workers"`
-	PipelineDepth    int                `json:"pipeline_commands"`
-	PairsPerCommand  int                `json:"pairs_per_command"`
-	CPUSplit         map[string]float64 `json:"cpu_seconds_by_process"`
+	Seconds          float64 `json:"seconds"`
+	MembersPerSecond float64 `json:"members_per_second"`
+	Workers          int     `json:"workers"`
+	PipelineDepth    int     `json:"pipeline_commands"`
+	PairsPerCommand  int     `json:"pairs_per_command"`
+	Cost
 }
 
 // Cost is where the CPU went during a run's measured window: CPU seconds
@@ -86,6 +91,11 @@ type CeilingRun struct {
 type Cost struct {
 	CPUSplit map[string]float64 `json:"cpu_seconds_by_process"`
 	RedisTop []RedisCommand     `json:"redis_top_commands"`
+	// RedisCPUUsecPer is redis-server's CPU time (its process's, I/O
+	// included) per unit of the run's work: per heartbeat, per member of
+	// the ceiling, per fired event. The ceiling's beside flatline's is what
+	// flatline costs Redis over the bare ZADD GT.
+	RedisCPUUsecPer float64 `json:"redis_cpu_usec_per_unit,omitempty"`
 	Profile  string             `json:"cpu_profile,omitempty"`
 }
 
@@ -152,19 +162,28 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 	sortBy(ceilings, func(v float64) float64 { return v })
 	medianCeiling := ceilings[len(ceilings)/2]
 
+	res.MedianExactCPUPerMillion = medianOf(res.Pairs, func(p IngestPair) float64 { return p.Exact.CPUSecondsPerMillion })
 	if o.coalesceWindow > 0 {
-		if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
-			return nil, err
+		var runs []*IngestRun
+		for k := 0; k < max(1, o.ingestPairs); k++ {
+			if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
+				return nil, err
+			}
+			run, err := ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, "coalesce_window="+o.coalesceWindow.String(),
+				map[string]string{"ingest.coalesce_window": o.coalesceWindow.String()})
+			if err != nil {
+				return nil, err
+			}
+			status("ingest: coalesced %.0f heartbeats/s from start", run.HeartbeatsPerSecond)
+			runs = append(runs, run)
 		}
-		res.Coalesced, err = ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, "coalesce_window="+o.coalesceWindow.String(),
-			map[string]string{"ingest.coalesce_window": o.coalesceWindow.String()})
-		if err != nil {
-			return nil, err
-		}
+		res.CoalescedRuns = runs
+		sorted := append([]*IngestRun(nil), runs...)
+		sortBy(sorted, func(r *IngestRun) float64 { return r.HeartbeatsPerSecond })
+		res.Coalesced = sorted[len(sorted)/2]
 		if medianCeiling > 0 {
 			res.RatioCoalesced = res.Coalesced.HeartbeatsPerSecond / medianCeiling
 		}
-		status("ingest: coalesced %.0f heartbeats/s from start", res.Coalesced.HeartbeatsPerSecond)
 	}
 	return res, nil
 }
@@ -234,6 +253,7 @@ func ingestOnce(ctx context.Context, o *options, brokers []string, rp *redisProc
 	if cmdAfter, err := rp.CommandStats(ctx); err == nil {
 		run.RedisTop = topCommands(cmdBefore, cmdAfter, 5)
 	}
+	run.RedisCPUUsecPer = perUnitUsec(run.CPUSplit["redis"], float64(heartbeats))
 	if err := fl.Stop(15 * time.Second); err != nil {
 		status("ingest %s: %v", mode, err)
 	}
@@ -278,6 +298,7 @@ func redisCeiling(ctx context.Context, rp *redisProc, ids []string, shards int, 
 	ctx, cancel := context.WithTimeout(ctx, dur)
 	defer cancel()
 	meter := newCPUMeter(map[string]int{"redis": rp.PID, "bench": selfPID()})
+	cmdBefore, _ := rp.CommandStats(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
@@ -330,5 +351,9 @@ func redisCeiling(ctx context.Context, rp *redisProc, ids []string, shards int, 
 		return nil, fmt.Errorf("ceiling: %w", e)
 	}
 	c.MembersPerSecond = float64(total.Load()) / c.Seconds
+	if cmdAfter, err := rp.CommandStats(context.WithoutCancel(ctx)); err == nil {
+		c.RedisTop = topCommands(cmdBefore, cmdAfter, 5)
+	}
+	c.RedisCPUUsecPer = perUnitUsec(c.CPUSplit["redis"], float64(total.Load()))
 	return c, nil
 }

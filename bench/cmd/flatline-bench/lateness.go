@@ -49,6 +49,32 @@ type LatenessResult struct {
 	// the end of the window, the 1M devices tracked.
 	FlatlinePeakRSSBytes int64 `json:"flatline_peak_rss_bytes"`
 	Cost
+	// Runs lists every run's tail (scenario 2 runs -lat-runs times, each
+	// on fresh servers); the figures above are the median run's by p99.
+	Runs []LatenessRun `json:"runs,omitempty"`
+}
+
+// LatenessRun is one run's tail.
+type LatenessRun struct {
+	Received        int     `json:"received"`
+	P99Ms           float64 `json:"arrival_minus_deadline_p99_ms"`
+	MaxMs           float64 `json:"arrival_minus_deadline_max_ms"`
+	WatermarkLagP99 float64 `json:"watermark_lag_p99_ms"`
+	BrokerRTTP99    float64 `json:"broker_rtt_p99_ms"`
+}
+
+// medianLateness returns the median run by p99, with every run listed.
+func medianLateness(runs []*LatenessResult) *LatenessResult {
+	sorted := append([]*LatenessResult(nil), runs...)
+	sortBy(sorted, func(r *LatenessResult) float64 { return r.AckUpperBound.P99 })
+	med := sorted[len(sorted)/2]
+	var all []LatenessRun
+	for _, r := range runs {
+		all = append(all, LatenessRun{Received: r.Received, P99Ms: r.AckUpperBound.P99, MaxMs: r.AckUpperBound.Max,
+			WatermarkLagP99: r.WatermarkLag.P99, BrokerRTTP99: r.BrokerRTT.P99})
+	}
+	med.Runs = all
+	return med
 }
 
 type eventFields struct {

@@ -37,13 +37,23 @@ type MassResult struct {
 	// Runs lists every run (each on a fresh Redis, Kafka and flatline);
 	// the figures above are those of the median run by drain rate.
 	Runs []MassRun `json:"runs,omitempty"`
+	// RatioTTL is the median over the runs of flatline's drain rate over
+	// the Redis-TTL-keys peer's, measured right after it on a fresh
+	// redis-server (with -peers); MedianCPUPerMillion the median of the
+	// runs' flatline CPU-s per million events.
+	RatioTTL            float64 `json:"ratio_to_ttl_keys,omitempty"`
+	MedianCPUPerMillion float64 `json:"median_flatline_cpu_seconds_per_million_events"`
 }
 
-// MassRun is one run's headline figures.
+// MassRun is one run's headline figures, and the TTL keys' drain measured
+// right after it.
 type MassRun struct {
-	EventsPerSecond float64 `json:"events_per_second"`
-	LastSeconds     float64 `json:"last_event_after_deadline_seconds"`
-	Completed       bool    `json:"completed"`
+	EventsPerSecond      float64 `json:"events_per_second"`
+	LastSeconds          float64 `json:"last_event_after_deadline_seconds"`
+	Completed            bool    `json:"completed"`
+	CPUSecondsPerMillion float64 `json:"flatline_cpu_seconds_per_million_events"`
+	TTLPerSecond         float64 `json:"ttl_keys_events_per_second,omitempty"`
+	RatioTTL             float64 `json:"ratio_to_ttl_keys,omitempty"`
 }
 
 // runMass runs the scenario o.massRuns times and returns the median run by
@@ -51,20 +61,35 @@ type MassRun struct {
 // sample, not a measurement.
 func runMass(ctx context.Context, o *options) (*MassResult, error) {
 	var all []*MassResult
+	var runs []MassRun
 	for k := 0; k < max(1, o.massRuns); k++ {
 		r, err := runMassOnce(ctx, o, k)
 		if err != nil {
 			return nil, err
 		}
-		status("mass: run %d: %.0f events/s, last at +%.2f s", k+1, r.EventsPerSecond, r.LastSeconds)
+		run := MassRun{EventsPerSecond: r.EventsPerSecond, LastSeconds: r.LastSeconds, Completed: r.Completed, CPUSecondsPerMillion: r.CPUSecondsPerMillion}
+		status("mass: run %d: %.0f events/s, last at +%.2f s, %.2f flatline CPU-s per million", k+1, r.EventsPerSecond, r.LastSeconds, r.CPUSecondsPerMillion)
+		if o.peersBin != "" {
+			// The peer it is meant to beat, on a fresh redis-server,
+			// right after: the pair shares the machine's spell.
+			pr, err := runPeers(ctx, o, "-only", "ttl-mass", "-mass-ttl", fmt.Sprint(o.massDevices))
+			if err != nil {
+				return nil, fmt.Errorf("TTL keys mass expiry: %w", err)
+			}
+			if v, ok := pr.value("mass: drain rate"); ok && v > 0 {
+				run.TTLPerSecond, run.RatioTTL = v, r.EventsPerSecond/v
+			}
+			status("mass: run %d: Redis TTL keys %.0f events/s: %.2f ×", k+1, run.TTLPerSecond, run.RatioTTL)
+		}
 		all = append(all, r)
+		runs = append(runs, run)
 	}
 	sorted := append([]*MassResult(nil), all...)
 	sortBy(sorted, func(r *MassResult) float64 { return r.EventsPerSecond })
 	med := sorted[len(sorted)/2]
-	for _, r := range all {
-		med.Runs = append(med.Runs, MassRun{EventsPerSecond: r.EventsPerSecond, LastSeconds: r.LastSeconds, Completed: r.Completed})
-	}
+	med.Runs = runs
+	med.RatioTTL = medianOf(runs, func(r MassRun) float64 { return r.RatioTTL })
+	med.MedianCPUPerMillion = medianOf(runs, func(r MassRun) float64 { return r.CPUSecondsPerMillion })
 	return med, nil
 }
 
@@ -179,6 +204,7 @@ func runMassOnce(ctx context.Context, o *options, run int) (*MassResult, error) 
 	if !drained.IsZero() {
 		res.DrainedSeconds = drained.Sub(deadline).Seconds()
 	}
+	res.RedisCPUUsecPer = perUnitUsec(res.CPUSplit["redis"], float64(res.Unique))
 	res.CPUSeconds = (ps.CPU - cpu0).Seconds()
 	if res.Unique > 0 {
 		res.CPUSecondsPerMillion = res.CPUSeconds / (float64(res.Unique) / 1e6)

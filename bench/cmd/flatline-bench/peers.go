@@ -31,14 +31,14 @@ type PeerRow struct {
 }
 
 // runPeers runs the peers binary against a fresh redis-server of the same
-// kind flatline's scenarios use.
-func runPeers(ctx context.Context, o *options) (*PeersResult, error) {
+// kind flatline's scenarios use, with -peers-args and then extra.
+func runPeers(ctx context.Context, o *options, extra ...string) (*PeersResult, error) {
 	rp, err := startRedis(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer rp.Close()
-	args := append([]string{"-redis", rp.Addr}, strings.Fields(o.peersArgs)...)
+	args := append(append([]string{"-redis", rp.Addr}, strings.Fields(o.peersArgs)...), extra...)
 	cmd := exec.CommandContext(ctx, o.peersBin, args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -102,4 +102,14 @@ func readMicro(path string) ([]MicroResult, string, error) {
 		out = append(out, r)
 	}
 	return out, string(raw), nil
+}
+
+// value returns the figure of the row whose metric is metric, if any.
+func (r *PeersResult) value(metric string) (float64, bool) {
+	for _, row := range r.Rows {
+		if row.Metric == metric {
+			return row.Value, true
+		}
+	}
+	return 0, false
 }
