@@ -96,7 +96,7 @@ type Cost struct {
 	// the ceiling, per fired event. The ceiling's beside flatline's is what
 	// flatline costs Redis over the bare ZADD GT.
 	RedisCPUUsecPer float64 `json:"redis_cpu_usec_per_unit,omitempty"`
-	Profile  string             `json:"cpu_profile,omitempty"`
+	Profile         string  `json:"cpu_profile,omitempty"`
 }
 
 // RedisCommand is one line of the INFO commandstats difference.
