@@ -169,7 +169,11 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 			if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
 				return nil, err
 			}
-			run, err := ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, "coalesce_window="+o.coalesceWindow.String(),
+			mode := "coalesce_window=" + o.coalesceWindow.String()
+			if k > 0 {
+				mode += fmt.Sprintf("-%d", k+1) // a fresh consumer group: its own name
+			}
+			run, err := ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, mode,
 				map[string]string{"ingest.coalesce_window": o.coalesceWindow.String()})
 			if err != nil {
 				return nil, err
