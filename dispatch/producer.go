@@ -281,20 +281,17 @@ func (p *producer) renew() {
 // produce sends one request for parts (all led by one broker), records each
 // message's outcome and reports whether the leaders may have moved.
 func (p *producer) produce(ctx context.Context, parts map[int][]ref) (stale bool) {
-	req := &produceapi.Request{Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout.Milliseconds())}
-	topic := produceapi.RequestTopic{Topic: p.topic}
-	for part, refs := range parts {
-		// Not pooled: after a timeout the transport may still be encoding.
-		r := &recordReader{refs: refs}
-		topic.Partitions = append(topic.Partitions, produceapi.RequestPartition{
-			Partition: int32(part), RecordSet: protocol.RecordSet{Attributes: protocol.Attributes(p.codec), Records: r},
-		})
-	}
-	req.Topics = []produceapi.RequestTopic{topic}
 	fail := func(part int, err error) {
 		for _, r := range parts[part] {
 			r.s.errs[r.i] = err
 		}
+	}
+	req, err := p.request(parts)
+	if err != nil {
+		for part := range parts {
+			fail(part, fmt.Errorf("produce to %s: %w", p.topic, err))
+		}
+		return false
 	}
 	resp, err := p.client.Transport.RoundTrip(ctx, p.addr, req)
 	if err != nil {
@@ -321,6 +318,21 @@ func (p *producer) produce(ctx context.Context, parts map[int][]ref) (stale bool
 		}
 	}
 	return stale
+}
+
+// request is the produce request for parts.
+func (p *producer) request(parts map[int][]ref) (*produceapi.Request, error) {
+	req := &produceapi.Request{Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout.Milliseconds())}
+	topic := produceapi.RequestTopic{Topic: p.topic}
+	for part, refs := range parts {
+		// Not pooled: after a timeout the transport may still be encoding.
+		r := &recordReader{refs: refs}
+		topic.Partitions = append(topic.Partitions, produceapi.RequestPartition{
+			Partition: int32(part), RecordSet: protocol.RecordSet{Attributes: protocol.Attributes(p.codec), Records: r},
+		})
+	}
+	req.Topics = []produceapi.RequestTopic{topic}
+	return req, nil
 }
 
 // refresh reads the topic's partition leaders when they are older than
