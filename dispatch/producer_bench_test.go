@@ -88,6 +88,7 @@ func BenchmarkProduceRequestEncode(b *testing.B) {
 				if err := protocol.WriteRequest(io.Discard, 8, 1, "flatline", msg); err != nil {
 					b.Fatal(err)
 				}
+				release(req)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/bits"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,7 +58,16 @@ func (s *recordSet) encode(refs []ref, codec kafka.Compression) error {
 	if len(refs) == 0 {
 		return fmt.Errorf("no records")
 	}
+	// Sized at once, not doubled record by record: recordSize bounds a
+	// record, and a pooled recordSet keeps its buffers.
+	size := 0
+	for _, r := range refs {
+		size += recordSize(&r.s.msgs[r.i])
+	}
 	b := s.b[:0]
+	if codec == 0 {
+		b = slices.Grow(b, rsRecords+size)
+	}
 	b = append(b, 0, 0, 0, 0) // size
 	b = binary.BigEndian.AppendUint64(b, 0)
 	b = append(b, 0, 0, 0, 0)                        // batchLength
@@ -73,7 +83,7 @@ func (s *recordSet) encode(refs []ref, codec kafka.Compression) error {
 
 	recs := b
 	if codec != 0 {
-		recs = s.raw[:0]
+		recs = slices.Grow(s.raw[:0], size)
 	}
 	var now, first, maxTS int64
 	for i, r := range refs {
