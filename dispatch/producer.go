@@ -1,11 +1,9 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -14,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	produceapi "github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
 
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 )
@@ -281,21 +280,21 @@ func (p *producer) renew() {
 // produce sends one request for parts (all led by one broker), records each
 // message's outcome and reports whether the leaders may have moved.
 func (p *producer) produce(ctx context.Context, parts map[int][]ref) (stale bool) {
-	req := &produceapi.Request{Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout.Milliseconds())}
-	topic := produceapi.RequestTopic{Topic: p.topic}
-	for part, refs := range parts {
-		// Not pooled: after a timeout the transport may still be encoding.
-		r := &recordReader{refs: refs}
-		topic.Partitions = append(topic.Partitions, produceapi.RequestPartition{
-			Partition: int32(part), RecordSet: protocol.RecordSet{Attributes: protocol.Attributes(p.codec), Records: r},
-		})
-	}
-	req.Topics = []produceapi.RequestTopic{topic}
 	fail := func(part int, err error) {
 		for _, r := range parts[part] {
 			r.s.errs[r.i] = err
 		}
 	}
+	req, err := p.request(parts)
+	if err != nil {
+		for part := range parts {
+			fail(part, fmt.Errorf("produce to %s: %w", p.topic, err))
+		}
+		return false
+	}
+	// A rawproduce request is a produce request (same API key, and the
+	// transport routes it to the partitions' leader the same way) whose
+	// record sets are written as they are; its answer is produce's.
 	resp, err := p.client.Transport.RoundTrip(ctx, p.addr, req)
 	if err != nil {
 		for part := range parts {
@@ -303,6 +302,7 @@ func (p *producer) produce(ctx context.Context, parts map[int][]ref) (stale bool
 		}
 		return true
 	}
+	release(req)
 	answered := make(map[int]bool, len(parts))
 	for _, t := range resp.(*produceapi.Response).Topics {
 		for _, rp := range t.Partitions {
@@ -321,6 +321,37 @@ func (p *producer) produce(ctx context.Context, parts map[int][]ref) (stale bool
 		}
 	}
 	return stale
+}
+
+// request is the produce request for parts, each partition's records
+// encoded into a pooled recordSet.
+func (p *producer) request(parts map[int][]ref) (*rawproduce.Request, error) {
+	topic := rawproduce.RequestTopic{Topic: p.topic, Partitions: make([]rawproduce.RequestPartition, 0, len(parts))}
+	for part, refs := range parts {
+		rs := recordSets.Get().(*recordSet)
+		if err := rs.encode(refs, p.codec); err != nil {
+			recordSets.Put(rs)
+			return nil, fmt.Errorf("partition %d: %w", part, err)
+		}
+		topic.Partitions = append(topic.Partitions, rawproduce.RequestPartition{
+			Partition: int32(part), RecordSet: protocol.RawRecordSet{Reader: rs},
+		})
+	}
+	return &rawproduce.Request{
+		Acks: int16(kafka.RequireAll), Timeout: int32(produceTimeout.Milliseconds()),
+		Topics: []rawproduce.RequestTopic{topic},
+	}, nil
+}
+
+// release puts req's record sets back in the pool. Only once the broker
+// answered: after an error (a timeout) the transport may still be writing
+// them.
+func release(req *rawproduce.Request) {
+	for _, t := range req.Topics {
+		for _, pt := range t.Partitions {
+			recordSets.Put(pt.RecordSet.Reader.(*recordSet))
+		}
+	}
 }
 
 // refresh reads the topic's partition leaders when they are older than
@@ -355,36 +386,4 @@ func (p *producer) refresh(ctx context.Context) error {
 		p.parts = append(p.parts, i)
 	}
 	return nil
-}
-
-// recordReader hands a partition's messages to the request encoder, one
-// reused Record at a time.
-type recordReader struct {
-	refs       []ref
-	next       int
-	rec        protocol.Record
-	key, value bytesReadCloser
-}
-
-type bytesReadCloser struct{ bytes.Reader }
-
-func (*bytesReadCloser) Close() error { return nil }
-
-func (r *recordReader) ReadRecord() (*protocol.Record, error) {
-	if r.next >= len(r.refs) {
-		return nil, io.EOF
-	}
-	ref := r.refs[r.next]
-	r.next++
-	m := &ref.s.msgs[ref.i]
-	r.rec = protocol.Record{Time: m.Time, Headers: m.Headers}
-	if m.Key != nil {
-		r.key.Reset(m.Key)
-		r.rec.Key = &r.key
-	}
-	if m.Value != nil {
-		r.value.Reset(m.Value)
-		r.rec.Value = &r.value
-	}
-	return &r.rec, nil
 }
