@@ -73,6 +73,7 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 			carry = append(carry, tail)
 			last.msgs = last.msgs[:keep:keep]
 			last.next = tail.msgs[0].Offset
+			tail.slab.share()
 		}
 		var p *processor
 		select {
@@ -81,6 +82,9 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 			return
 		}
 		p.prepare(buf)
+		for _, c := range buf {
+			c.slab.release()
+		}
 		clear(buf)
 		select {
 		case prepared <- p:

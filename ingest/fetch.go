@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -19,7 +22,7 @@ const (
 	// new record.
 	fetchMaxWait = 250 * time.Millisecond
 	// fetchMaxBytes bounds one fetch response.
-	fetchMaxBytes = 4 << 20
+	fetchMaxBytes = 1 << 20
 	// fetchGrace is how long past fetchMaxWait a fetch's answer may take to
 	// arrive before the connection is dropped and reopened at the next
 	// offset.
@@ -31,12 +34,15 @@ const (
 	chunkMax = 1024
 )
 
-// chunk is a run of consecutive records of one partition. Its records' keys
-// and values are its own (copied out of the fetch answer), so it holds until
-// the batch that takes it is written and dead-lettered.
+// chunk is a run of consecutive records of one partition. Its records and
+// their keys and values are its own, copied out of the fetch answer into a
+// pooled slab, which the batcher puts back once the batch that takes the
+// chunk is prepared: nothing holds a record past that (device ids are
+// strings of their own; dead letters copy their key and value).
 type chunk struct {
 	partition int
 	msgs      []kfetch.Record
+	slab      *slab // nil for a chunk without records
 	// next is the offset after the chunk: past its records and, for a
 	// fetch's last chunk, past what the fetch skipped (transaction markers,
 	// records of aborted transactions, offsets compaction removed), so the
@@ -181,7 +187,8 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	recs := res.Records
 	for len(recs) > 0 || r.next < res.NextOffset {
 		n := min(len(recs), chunkMax)
-		c := chunk{partition: r.partition, msgs: copyRecords(recs[:n], arrived), next: res.NextOffset, sentMs: sentMs}
+		sl := copyRecords(recs[:n], arrived)
+		c := chunk{partition: r.partition, msgs: sl.recs, slab: sl, next: res.NextOffset, sentMs: sentMs}
 		recs = recs[n:]
 		if len(recs) > 0 {
 			c.next = recs[0].Offset
@@ -196,19 +203,46 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	return nil
 }
 
-// copyRecords copies recs, whose keys and values alias the reader's Result,
-// into a slice and one buffer of their own, and caps their times at
-// arrived: two allocations per chunk, not two per record.
-func copyRecords(recs []kfetch.Record, arrived time.Time) []kfetch.Record {
-	if len(recs) == 0 {
-		return nil
+// slab holds one chunk's records and their keys and values. Slabs are
+// pooled, so a backlog's chunks stop allocating (and the collector stops
+// scanning them) once the pool holds a few.
+type slab struct {
+	recs []kfetch.Record
+	buf  []byte
+	// refs counts the chunks reading the slab: a chunk split at a batch's
+	// end shares it with its tail (see share).
+	refs atomic.Int32
+}
+
+var slabs = sync.Pool{New: func() any { return new(slab) }}
+
+// share counts one more chunk reading s.
+func (s *slab) share() {
+	if s != nil {
+		s.refs.Add(1)
 	}
+}
+
+// release is called by each chunk reading s once it is done with it; the
+// last one puts s back in the pool.
+func (s *slab) release() {
+	if s != nil && s.refs.Add(-1) == 0 {
+		s.recs, s.buf = s.recs[:0], s.buf[:0]
+		slabs.Put(s)
+	}
+}
+
+// copyRecords copies recs, whose keys and values alias the reader's Result,
+// into a pooled slab, and caps their times at arrived.
+func copyRecords(recs []kfetch.Record, arrived time.Time) *slab {
+	sl := slabs.Get().(*slab)
+	sl.refs.Store(1)
 	size := 0
 	for k := range recs {
 		size += len(recs[k].Key) + len(recs[k].Value)
 	}
-	out := make([]kfetch.Record, len(recs))
-	buf := make([]byte, 0, size)
+	sl.recs = slices.Grow(sl.recs[:0], len(recs))[:len(recs)]
+	buf := slices.Grow(sl.buf[:0], size)
 	keep := func(b []byte) []byte {
 		if b == nil {
 			return nil // null stays null: a tombstone
@@ -218,12 +252,13 @@ func copyRecords(recs []kfetch.Record, arrived time.Time) []kfetch.Record {
 	}
 	for k := range recs {
 		rec := &recs[k]
-		out[k] = kfetch.Record{Offset: rec.Offset, Time: rec.Time, Key: keep(rec.Key), Value: keep(rec.Value), LogAppendTime: rec.LogAppendTime}
-		if out[k].Time.After(arrived) {
-			out[k].Time = arrived
+		sl.recs[k] = kfetch.Record{Offset: rec.Offset, Time: rec.Time, Key: keep(rec.Key), Value: keep(rec.Value), LogAppendTime: rec.LogAppendTime}
+		if sl.recs[k].Time.After(arrived) {
+			sl.recs[k].Time = arrived
 		}
 	}
-	return out
+	sl.buf = buf
+	return sl
 }
 
 // reset moves the reader to where kafka.start_offset points after the

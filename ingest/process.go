@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -377,7 +378,9 @@ func (p *processor) deadLetter(partition int, msg *kfetch.Record, reason Reason)
 		val = val[:n]
 	}
 	p.dead = append(p.dead, kafka.Message{
-		Key: key, Value: val,
+		// Copied: the record's slab goes back to its pool once the batch
+		// is prepared, before the dead letters are written.
+		Key: bytes.Clone(key), Value: bytes.Clone(val),
 		Headers: []protocol.Header{
 			{Key: "flatline-reason", Value: []byte(reason)},
 			{Key: "flatline-source", Value: []byte(source)},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -171,7 +170,15 @@ func (r *Result) parseBatches(b []byte, offset int64) error {
 	// One allocation for the answer's records, not a doubling per power of
 	// two: a backlog's answers hold tens of thousands of records, and a
 	// Result grown record by record moved and zeroed them over and over.
-	r.Records = slices.Grow(r.Records, recordCount(b))
+	// Records is empty here (reset), so a larger array is made afresh, at
+	// least twice the old one: slices.Grow would copy the old array's
+	// whole capacity into it, and grow again at the next slightly larger
+	// answer.
+	if n := recordCount(b); cap(r.Records)-len(r.Records) < n {
+		grown := make([]Record, len(r.Records), max(len(r.Records)+n, 2*cap(r.Records)))
+		copy(grown, r.Records)
+		r.Records = grown
+	}
 	whole := 0
 	for len(b) >= batchHeader {
 		base := int64(binary.BigEndian.Uint64(b))
