@@ -3,6 +3,7 @@ package dispatch
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -286,18 +287,31 @@ func BenchmarkJSONMarshalTimeout(b *testing.B) {
 }
 
 // BenchmarkFillTimeouts is the whole per-call encoding of a scanner batch
-// (20 members) into a pooled batch: keys, values and kafka.Messages.
+// (20 members) into a pooled batch: keys, values and kafka.Messages; and of
+// a draining shard's group (2,000 members) into a fresh batch, as after a
+// collection emptied the pool.
 func BenchmarkFillTimeouts(b *testing.B) {
-	p := newOfflinePublisher(b, time.Second)
-	due := make([]shard.Member, 20)
-	for i := range due {
-		due[i] = shard.Member{ID: "device-" + strings.Repeat("0", 8) + string(rune('a'+i)), Score: shard.Score(1763683260123, shard.NewMeta(i%3, 0))}
-	}
-	now := time.UnixMilli(1763683260180)
-	b.ReportAllocs()
-	for b.Loop() {
-		bt := p.getBatch()
-		p.fillTimeouts(bt, 7, due, nil, now)
-		p.putBatch(bt)
+	for _, c := range []struct {
+		name   string
+		n      int
+		pooled bool
+	}{{"20-pooled", 20, true}, {"2000-fresh", 2000, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			p := newOfflinePublisher(b, time.Second)
+			due := make([]shard.Member, c.n)
+			for i := range due {
+				due[i] = shard.Member{ID: fmt.Sprintf("device-%09d", i), Score: shard.Score(1763683260123, shard.NewMeta(i%3, 0))}
+			}
+			now := time.UnixMilli(1763683260180)
+			b.ReportAllocs()
+			for b.Loop() {
+				bt := p.getBatch()
+				if !c.pooled {
+					bt = &batch{}
+				}
+				p.fillTimeouts(bt, 7, due, nil, now)
+				p.putBatch(bt)
+			}
+		})
 	}
 }

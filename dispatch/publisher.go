@@ -132,6 +132,36 @@ func (p *Publisher) putBatch(b *batch) {
 	p.batches.Put(b)
 }
 
+// grow makes room in b for the timeout events of due at once: a draining
+// shard's groups hold up to thousands of members, and growing by doubling
+// moved every event encoded so far again and again.
+func (b *batch) grow(due []shard.Member) {
+	n := 0
+	for _, m := range due {
+		n += 3*len(m.ID) + timeoutEventFixed
+	}
+	b.buf = room(b.buf, n)
+	b.ends = room(b.ends, 2*len(due))
+	b.deadlines = room(b.deadlines, len(due))
+	b.msgs = room(b.msgs, len(due))
+}
+
+// room returns s with room for n more elements. Unlike slices.Grow it
+// copies only s's elements into a larger array, not its whole capacity.
+func room[S ~[]E, E any](s S, n int) S {
+	if cap(s)-len(s) >= n {
+		return s
+	}
+	grown := make(S, len(s), len(s)+n)
+	copy(grown, s)
+	return grown
+}
+
+// timeoutEventFixed is about the bytes of a timeout event besides its
+// device id (twice, once escaped in event_id) and key: field names, four
+// 13-digit times, a short class name.
+const timeoutEventFixed = 192
+
 // appendKey appends a message's key; call before appending its value.
 func (b *batch) appendKey(id string) {
 	b.buf = append(b.buf, id...)
@@ -179,6 +209,7 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 // fillTimeouts encodes the timeout events of due into b.
 func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) {
 	detectedMs := detectedAt.UnixMilli()
+	b.grow(due)
 	for _, mem := range due {
 		deadlineMs, timeoutMs, className := p.resolve(mem.ID, mem.Score, overrides)
 		b.appendKey(mem.ID)

@@ -122,8 +122,11 @@ func (sc *shardScanner) pass() {
 		}
 		sc.backoff.Reset()
 		s.scans.Succeeded()
+		// Room for what this round trip can add to the group at once,
+		// not a doubling per pop while a shard drains.
+		hint := min(groupCap(batch, windows), len(reads)*batch)
 		for _, ms := range reads {
-			full, next, err := sc.pop(ctx, &st, ms, limit)
+			full, next, err := sc.pop(ctx, &st, ms, limit, hint)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.scanFailed(sc.id, err)
@@ -184,9 +187,9 @@ func (st *passState) flush(sc *shardScanner) {
 
 // pop takes one read's due members (at most batch_size) into the group and
 // reports whether the pop was full, else the next member past the due ones.
-func (sc *shardScanner) pop(ctx context.Context, st *passState, ms []shard.Member, limit float64) (bool, *shard.Member, error) {
+func (sc *shardScanner) pop(ctx context.Context, st *passState, ms []shard.Member, limit float64, hint int) (bool, *shard.Member, error) {
 	batch := sc.s.cfg.BatchSize
-	due := ms[:0:0]
+	due := make([]shard.Member, 0, min(len(ms), batch))
 	var next *shard.Member
 	for k := range ms {
 		if ms[k].Score <= limit && len(due) < batch {
@@ -206,6 +209,9 @@ func (sc *shardScanner) pop(ctx context.Context, st *passState, ms []shard.Membe
 	}
 	fresh := sc.claim(due)
 	st.extra += len(due) - len(fresh)
+	if st.group == nil && len(fresh) > 0 {
+		st.group = make([]shard.Member, 0, max(hint, len(fresh)))
+	}
 	st.group = append(st.group, fresh...)
 	for id, c := range othersOf(fresh, others) {
 		if st.others == nil {
