@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,6 +153,11 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 		status("ingest: %s %.0f heartbeats/s from start, then Redis ceiling %.0f members/s: %.2f ×",
 			mode, pair.Exact.HeartbeatsPerSecond, pair.Ceiling.MembersPerSecond, pair.Ratio)
 		res.Pairs = append(res.Pairs, pair)
+	}
+	if o.monitorFile != "" {
+		if err := monitorExact(ctx, o, brokers, rp, st, ends, res.Heartbeats); err != nil {
+			return nil, err
+		}
 	}
 	byRatio := append([]IngestPair(nil), res.Pairs...)
 	sortBy(byRatio, func(p IngestPair) float64 { return p.Ratio })
@@ -360,4 +368,37 @@ func redisCeiling(ctx context.Context, rp *redisProc, ids []string, shards int, 
 	}
 	c.RedisCPUUsecPer = perUnitUsec(c.CPUSplit["redis"], float64(total.Load()))
 	return c, nil
+}
+
+// monitorExact runs one more exact ingest, on an emptied Redis, while
+// redis-cli's MONITOR writes every command Redis runs to o.monitorFile: the
+// order in which flatline's deadline writes reach Redis, for
+// bench/cmd/zadd-order to replay. MONITOR slows Redis down, so the run's
+// figures are not used.
+func monitorExact(ctx context.Context, o *options, brokers []string, rp *redisProc, st *shard.Store, ends map[int]int64, heartbeats int) error {
+	if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
+		return err
+	}
+	f, err := os.Create(o.monitorFile)
+	if err != nil {
+		return fmt.Errorf("-monitor: %w", err)
+	}
+	defer f.Close()
+	host, port, err := net.SplitHostPort(rp.Addr)
+	if err != nil {
+		return err
+	}
+	mon := exec.CommandContext(ctx, "redis-cli", "-h", host, "-p", port, "monitor")
+	mon.Stdout = f
+	if err := mon.Start(); err != nil {
+		return fmt.Errorf("-monitor: redis-cli: %w", err)
+	}
+	// MONITOR answers OK once it is on; the commands follow.
+	time.Sleep(200 * time.Millisecond)
+	status("ingest: one more exact run, its Redis commands captured by MONITOR into %s", o.monitorFile)
+	_, runErr := ingestOnce(ctx, o, brokers, rp, st, ends, heartbeats, "exact-monitored", nil)
+	time.Sleep(200 * time.Millisecond) // the last lines on their way
+	_ = mon.Process.Kill()
+	_ = mon.Wait()
+	return runErr
 }

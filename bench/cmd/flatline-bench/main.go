@@ -55,6 +55,7 @@ type options struct {
 	ingestHeartbeats int
 	coalesceWindow   time.Duration
 	ceilingDuration  time.Duration
+	monitorFile      string
 	ingestPairs      int
 	ingestTimeout    time.Duration
 
@@ -123,6 +124,7 @@ func run() int {
 	fs.IntVar(&o.ingestHeartbeats, "ingest-heartbeats", issueSizes["ingest-heartbeats"], "scenario 1: heartbeats (a multiple of the devices: one per device per second)")
 	fs.DurationVar(&o.coalesceWindow, "coalesce", 10*time.Second, "scenario 1: ingest.coalesce_window of the second run (0: skip it)")
 	fs.DurationVar(&o.ceilingDuration, "ceiling", 3*time.Second, "scenario 1: how long to measure the Redis ceiling, after each exact run")
+	fs.StringVar(&o.monitorFile, "monitor", "", "scenario 1: after the pairs, one more exact run (not counted) whose Redis commands MONITOR writes to this file, for bench/cmd/zadd-order")
 	fs.IntVar(&o.ingestPairs, "ingest-pairs", 3, "scenario 1: exact runs, each followed by a ceiling measurement (the median ratio counts)")
 	fs.DurationVar(&o.ingestTimeout, "ingest-timeout", 2*time.Minute, "scenario 1: give up on a run after this long")
 	fs.IntVar(&o.latDevices, "lat-devices", issueSizes["lat-devices"], "scenario 2: tracked devices")
