@@ -13,6 +13,9 @@
 //   - in step: the same commands, stably sorted by the second their first
 //     score falls in, as if every partition were read in step instead of
 //     each at its own pace through the backlog;
+//   - time order: the same pairs sorted by score, 256 to a command of
+//     their key, as a live fleet's heartbeats read in the order they were
+//     sent would reach Redis;
 //   - ceiling order: the same members and as many rounds, in the order the
 //     bench's ceiling sends them — per shard key in device order, 256 pairs
 //     and one score a command.
@@ -74,6 +77,7 @@ func run(file string, reps int) error {
 	}{
 		{"captured", captured},
 		{"in step", inStep(captured)},
+		{"time order", timeOrder(captured)},
 		{"ceiling order", ceilingOrder(captured)},
 	}
 	fmt.Printf("%d ZADD commands, %d members\n", len(captured), members(captured))
@@ -161,6 +165,56 @@ func second(c []string) int64 {
 func inStep(cmds [][]string) [][]string {
 	out := slices.Clone(cmds)
 	slices.SortStableFunc(out, func(a, b []string) int { return int(second(a) - second(b)) })
+	return out
+}
+
+// timeOrder sends the pairs of cmds in score order, each key's next 256 in
+// one command.
+func timeOrder(cmds [][]string) [][]string {
+	type pair struct {
+		key, score, id string
+		v              int64
+	}
+	var pairs []pair
+	for _, c := range cmds {
+		for k := 3; k+1 < len(c); k += 2 {
+			v, _ := strconv.ParseInt(c[k], 10, 64)
+			pairs = append(pairs, pair{c[1], c[k], c[k+1], v})
+		}
+	}
+	slices.SortStableFunc(pairs, func(a, b pair) int {
+		switch {
+		case a.v < b.v:
+			return -1
+		case a.v > b.v:
+			return 1
+		}
+		return 0
+	})
+	pending := map[string][]string{}
+	var out [][]string
+	for _, p := range pairs {
+		c := pending[p.key]
+		if c == nil {
+			c = []string{"zadd", p.key, "gt"}
+		}
+		c = append(c, p.score, p.id)
+		if len(c) == 3+2*256 {
+			out = append(out, c)
+			c = nil
+		}
+		pending[p.key] = c
+	}
+	keys := make([]string, 0, len(pending))
+	for k, c := range pending {
+		if c != nil {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out = append(out, pending[k])
+	}
 	return out
 }
 

@@ -44,3 +44,25 @@ func TestCeilingOrderKeepsTheMembers(t *testing.T) {
 		seen[c[3]] = true
 	}
 }
+
+// Time order sends every pair once, by score, each command one key's.
+func TestTimeOrderSortsByScore(t *testing.T) {
+	cmds := [][]string{
+		{"zadd", "k1", "gt", "30", "c", "10", "a"},
+		{"zadd", "k2", "gt", "20", "b"},
+		{"zadd", "k1", "gt", "40", "d"},
+	}
+	out := timeOrder(cmds)
+	if members(out) != members(cmds) {
+		t.Fatalf("time order sends %d members, the capture %d", members(out), members(cmds))
+	}
+	var k1 []string
+	for _, c := range out {
+		if c[1] == "k1" {
+			k1 = append(k1, c[3:]...)
+		}
+	}
+	if want := []string{"10", "a", "30", "c", "40", "d"}; !slices.Equal(k1, want) {
+		t.Fatalf("k1's pairs %q, want %q", k1, want)
+	}
+}
