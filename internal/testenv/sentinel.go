@@ -167,6 +167,45 @@ func (s *SentinelSet) WaitFailover(old *RedisServer, timeout time.Duration) *Red
 	return p
 }
 
+// WaitSettled waits until every running Sentinel has named master, with
+// no other flag than "master" (not subjectively or objectively down, no
+// failover under way), for steady without a break, failing the test after
+// timeout. Under load a Sentinel may judge a just-promoted master down and
+// fail over again; a test that brings the old master back, empty, waits
+// here first, so that such a second failover finds no replica to promote
+// instead of promoting the empty one.
+func (s *SentinelSet) WaitSettled(master *RedisServer, steady, timeout time.Duration) {
+	s.t.Helper()
+	var since time.Time
+	err := poll(time.Now().Add(timeout), func(ctx context.Context) error {
+		for _, n := range s.sentinels {
+			if !n.running() {
+				continue
+			}
+			sc := s.sentinelClient(n)
+			m, err := sc.Master(ctx, s.opts.Master).Result()
+			_ = sc.Close()
+			if err == nil && (m["flags"] != "master" || m["ip"]+":"+m["port"] != master.Addr()) {
+				err = fmt.Errorf("sentinel %s sees %s:%s with flags %s", n.Addr(), m["ip"], m["port"], m["flags"])
+			}
+			if err != nil {
+				since = time.Time{}
+				return err
+			}
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if held := time.Since(since); held < steady {
+			return fmt.Errorf("settled for %v of %v", held.Round(time.Millisecond), steady)
+		}
+		return nil
+	})
+	if err != nil {
+		s.t.Fatalf("testenv: Sentinel set %s: not settled on %s: %v", s.opts.Master, master.Addr(), err)
+	}
+}
+
 // Client returns a failover client of the set (through the Sentinels),
 // closed in t.Cleanup.
 func (s *SentinelSet) Client(t testing.TB) *redis.Client {
