@@ -14,14 +14,12 @@ import (
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
-// A chunk split at a batch's end hands its next offset — past what its
-// fetch skipped (transaction markers, aborted records) — to its tail, and
-// its head ends where the tail begins: each batch's written offset is
-// exactly past what it holds, and the last reaches past the skipped ones.
-func TestSplitChunkKeepsItsNextOffset(t *testing.T) {
-	t.Parallel()
+// startBatcher runs an Ingest's batcher alone, with batches of batchSize
+// records and procs processors, free at first; it stops with the test.
+func startBatcher(t *testing.T, batchSize, procs int) (chunks chan chunk, free, prepared chan *processor) {
+	t.Helper()
 	cfg := DefaultConfig()
-	cfg.BatchSize = 7
+	cfg.BatchSize = batchSize
 	kc := kafkaconn.DefaultConfig()
 	kc.DeadLetterTopic = ""
 	in, err := New(cfg, Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: kc,
@@ -30,17 +28,33 @@ func TestSplitChunkKeepsItsNextOffset(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	chunks, free, prepared := make(chan chunk, 1), make(chan *processor, 3), make(chan *processor, 3)
-	for _, p := range newProcessors(in, 3) {
+	t.Cleanup(cancel)
+	chunks, free, prepared = make(chan chunk, 1), make(chan *processor, procs), make(chan *processor, procs)
+	for _, p := range newProcessors(in, procs) {
 		free <- p
 	}
 	go in.batcher(ctx, chunks, free, prepared)
-	msgs := make([]kfetch.Record, 10)
-	for k := range msgs {
-		id := fmt.Sprintf("d-%d", k)
-		msgs[k] = kfetch.Record{Offset: int64(k), Time: time.Now(), Key: []byte(id), Value: []byte(`{}`)}
+	return chunks, free, prepared
+}
+
+// records returns n records at offsets 0 … n-1 keyed prefix-0 … with empty
+// JSON values.
+func records(prefix string, n int) []kfetch.Record {
+	rs := make([]kfetch.Record, n)
+	for k := range rs {
+		rs[k] = kfetch.Record{Offset: int64(k), Time: time.Now(), Key: []byte(fmt.Sprintf("%s-%d", prefix, k)), Value: []byte(`{}`)}
 	}
+	return rs
+}
+
+// A chunk split at a batch's end hands its next offset — past what its
+// fetch skipped (transaction markers, aborted records) — to its tail, and
+// its head ends where the tail begins: each batch's written offset is
+// exactly past what it holds, and the last reaches past the skipped ones.
+func TestSplitChunkKeepsItsNextOffset(t *testing.T) {
+	t.Parallel()
+	chunks, _, prepared := startBatcher(t, 7, 3)
+	msgs := records("d", 10)
 	chunks <- chunk{partition: 3, msgs: msgs, next: 20, sentMs: time.Now().UnixMilli()}
 	for _, want := range []int64{7, 20} {
 		select {
@@ -62,28 +76,8 @@ func TestSplitChunkKeepsItsNextOffset(t *testing.T) {
 // the tail's keys.
 func TestSplitChunkKeepsItsSlab(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
-	cfg.BatchSize = 7
-	kc := kafkaconn.DefaultConfig()
-	kc.DeadLetterTopic = ""
-	in, err := New(cfg, Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: kc,
-		Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	// One processor: the batcher waits for it before it prepares the tail.
-	chunks, free, prepared := make(chan chunk, 1), make(chan *processor, 1), make(chan *processor, 1)
-	free <- newProcessors(in, 1)[0]
-	go in.batcher(ctx, chunks, free, prepared)
-	records := func(prefix string, n int) []kfetch.Record {
-		rs := make([]kfetch.Record, n)
-		for k := range rs {
-			rs[k] = kfetch.Record{Offset: int64(k), Time: time.Now(), Key: []byte(fmt.Sprintf("%s-%d", prefix, k)), Value: []byte(`{}`)}
-		}
-		return rs
-	}
+	chunks, free, prepared := startBatcher(t, 7, 1)
 	sl := copyRecords(records("d", 10), time.Now())
 	chunks <- chunk{partition: 3, msgs: sl.recs, slab: sl, next: 10, sentMs: time.Now().UnixMilli()}
 	ids := func(p *processor) []string {
