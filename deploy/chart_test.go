@@ -18,12 +18,12 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/deploy"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 const (
 	chartDir   = "helm/flatline"
-	alertsFile = "prometheus/alerts.yml"
 	configPath = "/etc/flatline/flatline.yaml"
 )
 
@@ -543,15 +543,11 @@ func TestChartMonitoringIsOptional(t *testing.T) {
 	var alerts struct {
 		Groups any `yaml:"groups"`
 	}
-	data, err := os.ReadFile(alertsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &alerts); err != nil {
+	if err := yaml.Unmarshal(deploy.AlertsYAML(), &alerts); err != nil {
 		t.Fatal(err)
 	}
 	if alerts.Groups == nil || !reflect.DeepEqual(rule.Spec.Groups, alerts.Groups) {
-		t.Errorf("the PrometheusRule's groups differ from %s's:\n%v\nwant\n%v", alertsFile, rule.Spec.Groups, alerts.Groups)
+		t.Errorf("the PrometheusRule's groups differ from %s's:\n%v\nwant\n%v", deploy.AlertsFile, rule.Spec.Groups, alerts.Groups)
 	}
 }
 
@@ -560,17 +556,14 @@ func TestChartMonitoringIsOptional(t *testing.T) {
 // promtool checks and tests.
 func TestChartAlertsAreDeployPrometheusAlerts(t *testing.T) {
 	t.Parallel()
-	want, err := os.ReadFile(alertsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := deploy.AlertsYAML()
 	copyFile := filepath.Join(chartDir, "files", "alerts.yml")
 	got, err := os.ReadFile(copyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("deploy/%s differs from deploy/%s: cp deploy/%s deploy/%s", copyFile, alertsFile, alertsFile, copyFile)
+		t.Errorf("deploy/%s differs from deploy/%s: cp deploy/%s deploy/%s", copyFile, deploy.AlertsFile, deploy.AlertsFile, copyFile)
 	}
 }
 

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/flatline-dev/flatline/deploy"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -38,7 +37,7 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 	t.Parallel()
 	bin := promtoolBinary(t)
 	for _, args := range [][]string{
-		{"check", "rules", alertsFile},
+		{"check", "rules", deploy.AlertsFile},
 		{"test", "rules", alertsTestFile},
 	} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
@@ -48,31 +47,17 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 	}
 }
 
-type alertRule struct {
-	Alert       string            `yaml:"alert"`
-	Annotations map[string]string `yaml:"annotations"`
-}
-
-func alertRules(t *testing.T) []alertRule {
+// alerts returns the alerting rules of alerts.yml (not the recording ones).
+func alerts(t *testing.T) []deploy.Rule {
 	t.Helper()
-	raw, err := os.ReadFile(alertsFile)
+	rules, err := deploy.Rules()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f struct {
-		Groups []struct {
-			Rules []alertRule `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(raw, &f); err != nil {
-		t.Fatalf("%s: %v", alertsFile, err)
-	}
-	var out []alertRule
-	for _, g := range f.Groups {
-		for _, r := range g.Rules {
-			if r.Alert != "" {
-				out = append(out, r)
-			}
+	var out []deploy.Rule
+	for _, r := range rules {
+		if r.Alert != "" {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -92,9 +77,9 @@ func TestEveryAlertHasARunbookEntryAndATest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := alertRules(t)
+	rules := alerts(t)
 	if len(rules) < 8 {
-		t.Fatalf("%s has %d alerts; parsing is broken", alertsFile, len(rules))
+		t.Fatalf("%s has %d alerts; parsing is broken", deploy.AlertsFile, len(rules))
 	}
 	for _, r := range rules {
 		if want := runbookBase + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {

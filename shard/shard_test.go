@@ -75,6 +75,11 @@ func TestRouting(t *testing.T) {
 					t.Fatalf("Of(%x, %d) = %d, want %d", h, 2*n, j, want)
 				}
 			}
+			// So doublings compose: from any count up to the most
+			// shards, the shard only gains the hash's next bits.
+			if n == shard.MaxShards && i != int(h&(shard.MaxShards-1)) {
+				t.Fatalf("Of(%x, %d) = %d, want the hash's low bits %d", h, n, i, h&(shard.MaxShards-1))
+			}
 		}
 	}
 	for _, bad := range []int{0, -1, 3, 12, 8192, 4095} {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
 )
 
 const (
@@ -20,24 +22,24 @@ const (
 
 // asynqDetails is the asynq peer's JSON detail.
 type asynqDetails struct {
-	Tasks            int     `json:"reset_tasks"`
-	EnqueuePerSecond float64 `json:"enqueue_per_second"`
-	ResetsPerSecond  float64 `json:"resets_per_second"`
-	ResetErrors      int64   `json:"reset_errors"`
-	SparseDefault    Dist    `json:"sparse_default_config"`
-	SparseTuned      Dist    `json:"sparse_tuned_config"`
-	SparseWanted     int     `json:"sparse_wanted"`
-	MassTasks        int     `json:"mass_tasks"`
-	MassHandled      int     `json:"mass_handled"`
-	MassFirstS       float64 `json:"mass_first_after_deadline_seconds"`
-	MassLastS        float64 `json:"mass_last_after_deadline_seconds"`
-	MassPerSecond    float64 `json:"mass_events_per_second"`
-	MassLoadEndS     float64 `json:"mass_load_end_before_deadline_seconds"`
-	LossTasks        int     `json:"loss_tasks"`
-	LossHandled      int     `json:"loss_handled"`
-	LossLastS        float64 `json:"loss_last_after_window_seconds"`
-	Tuned            string  `json:"tuned_config"`
-	Concurrency      int     `json:"server_concurrency"`
+	Tasks            int         `json:"reset_tasks"`
+	EnqueuePerSecond float64     `json:"enqueue_per_second"`
+	ResetsPerSecond  float64     `json:"resets_per_second"`
+	ResetErrors      int64       `json:"reset_errors"`
+	SparseDefault    sample.Dist `json:"sparse_default_config"`
+	SparseTuned      sample.Dist `json:"sparse_tuned_config"`
+	SparseWanted     int         `json:"sparse_wanted"`
+	MassTasks        int         `json:"mass_tasks"`
+	MassHandled      int         `json:"mass_handled"`
+	MassFirstS       float64     `json:"mass_first_after_deadline_seconds"`
+	MassLastS        float64     `json:"mass_last_after_deadline_seconds"`
+	MassPerSecond    float64     `json:"mass_events_per_second"`
+	MassLoadEndS     float64     `json:"mass_load_end_before_deadline_seconds"`
+	LossTasks        int         `json:"loss_tasks"`
+	LossHandled      int         `json:"loss_handled"`
+	LossLastS        float64     `json:"loss_last_after_window_seconds"`
+	Tuned            string      `json:"tuned_config"`
+	Concurrency      int         `json:"server_concurrency"`
 }
 
 // tuned is asynq set up for timeliness: it polls for due scheduled tasks
@@ -66,7 +68,7 @@ func runAsynq(ctx context.Context, o *options) ([]Row, *asynqDetails, error) {
 
 	// Resets: delete the scheduled task and enqueue it again, later.
 	status("asynq: %d scheduled tasks, resets for %s", o.asynqTasks, o.resetFor)
-	ids := deviceIDs("dev-", o.asynqTasks)
+	ids := sample.DeviceIDs("dev-", o.asynqTasks)
 	t0 := time.Now()
 	if err := parallel(len(ids), func(k int) error {
 		_, err := client.Enqueue(asynq.NewTask("timeout", nil), asynq.TaskID(ids[k]), asynq.Queue("resets"), asynq.ProcessIn(time.Hour))
@@ -120,7 +122,7 @@ func runAsynq(ctx context.Context, o *options) ([]Row, *asynqDetails, error) {
 		srvDef.Shutdown()
 		return rows, d, err
 	}
-	probes := deviceIDs("probe-", o.sparse)
+	probes := sample.DeviceIDs("probe-", o.sparse)
 	if err := parallel(2*o.sparse, func(k int) error {
 		q := "sparse_default"
 		if k >= o.sparse {
@@ -135,7 +137,7 @@ func runAsynq(ctx context.Context, o *options) ([]Row, *asynqDetails, error) {
 	})
 	srvDef.Shutdown()
 	srvTun.Shutdown()
-	d.SparseDefault, d.SparseTuned = distOf(defRec.late()), distOf(tunRec.late())
+	d.SparseDefault, d.SparseTuned = sample.DistOf(defRec.late()), sample.DistOf(tunRec.late())
 	rows = append(rows, latencyRows(asynqSystem, fmt.Sprintf("sparse: %d deadlines, default config", o.sparse), d.SparseDefault, o.sparse, "")...)
 	rows = append(rows, latencyRows(asynqSystem, fmt.Sprintf("sparse: %d deadlines, tuned 100ms polling", o.sparse), d.SparseTuned, o.sparse, "")...)
 
@@ -150,7 +152,7 @@ func runAsynq(ctx context.Context, o *options) ([]Row, *asynqDetails, error) {
 	if err := srvMass.Start(massRec); err != nil {
 		return rows, d, err
 	}
-	mids := deviceIDs("m-", o.massAsynq)
+	mids := sample.DeviceIDs("m-", o.massAsynq)
 	if err := parallel(len(mids), func(k int) error { return enqueueAt(client, "mass", mids[k], deadline.UnixMilli()) }); err != nil {
 		srvMass.Shutdown()
 		return rows, d, err
@@ -182,7 +184,7 @@ func runAsynq(ctx context.Context, o *options) ([]Row, *asynqDetails, error) {
 	if err := srvLoss.Start(lossRec); err != nil {
 		return rows, d, err
 	}
-	lids := deviceIDs("loss-", lossTasks)
+	lids := sample.DeviceIDs("loss-", lossTasks)
 	if err := parallel(lossTasks, func(k int) error {
 		return enqueueAt(client, "loss", lids[k], lfirst.UnixMilli()+int64(k)*lossWindow.Milliseconds()/lossTasks)
 	}); err != nil {

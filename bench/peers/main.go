@@ -21,10 +21,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"os"
-	"sort"
 	"time"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
 )
 
 type options struct {
@@ -117,36 +117,10 @@ func main() {
 	}
 }
 
-// Dist summarises lateness samples in ms (negative: early).
-type Dist struct {
-	N   int     `json:"n"`
-	Min float64 `json:"min_ms"`
-	P50 float64 `json:"p50_ms"`
-	P99 float64 `json:"p99_ms"`
-	Max float64 `json:"max_ms"`
-}
-
-func distOf(ms []float64) Dist {
-	if len(ms) == 0 {
-		return Dist{}
-	}
-	s := append([]float64(nil), ms...)
-	sort.Float64s(s)
-	q := func(p float64) float64 {
-		k := int(math.Ceil(p*float64(len(s)))) - 1
-		return s[max(0, min(k, len(s)-1))]
-	}
-	return Dist{N: len(s), Min: s[0], P50: q(0.5), P99: q(0.99), Max: s[len(s)-1]}
-}
-
-func (d Dist) String() string {
-	return fmt.Sprintf("p50 %.0f / p99 %.0f / max %.0f ms (min %.0f)", d.P50, d.P99, d.Max, d.Min)
-}
-
 // latencyRows reports a lateness distribution as rows; when some events
 // never came, that comes first and the percentiles say they are of the
 // delivered ones only.
-func latencyRows(system, what string, d Dist, want int, note string) []Row {
+func latencyRows(system, what string, d sample.Dist, want int, note string) []Row {
 	var rows []Row
 	of := ""
 	if d.N < want {

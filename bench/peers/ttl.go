@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
 )
 
 const ttlSystem = "Redis TTL keys + keyspace notifications"
@@ -18,23 +20,23 @@ const sparseWait = 10 * time.Second
 
 // ttlDetails is the TTL peer's JSON detail.
 type ttlDetails struct {
-	Keys            int     `json:"reset_keys"`
-	ResetsPerSecond float64 `json:"resets_per_second"`
-	ResetPipeline   int     `json:"reset_pipeline"`
-	ResetConns      int     `json:"reset_connections"`
-	Population      int     `json:"sparse_population"`
-	Sparse          Dist    `json:"sparse"`
-	SparseWanted    int     `json:"sparse_wanted"`
-	MassKeys        int     `json:"mass_keys"`
-	MassReceived    int     `json:"mass_received"`
-	MassFirstS      float64 `json:"mass_first_after_deadline_seconds"`
-	MassLastS       float64 `json:"mass_last_after_deadline_seconds"`
-	MassPerSecond   float64 `json:"mass_events_per_second"`
-	MassSubErr      string  `json:"mass_subscriber_error,omitempty"`
-	MassLoadEndS    float64 `json:"mass_load_end_before_deadline_seconds"`
-	LossSent        int     `json:"loss_keys"`
-	LossReceived    int     `json:"loss_received"`
-	Hz              string  `json:"redis_hz"`
+	Keys            int         `json:"reset_keys"`
+	ResetsPerSecond float64     `json:"resets_per_second"`
+	ResetPipeline   int         `json:"reset_pipeline"`
+	ResetConns      int         `json:"reset_connections"`
+	Population      int         `json:"sparse_population"`
+	Sparse          sample.Dist `json:"sparse"`
+	SparseWanted    int         `json:"sparse_wanted"`
+	MassKeys        int         `json:"mass_keys"`
+	MassReceived    int         `json:"mass_received"`
+	MassFirstS      float64     `json:"mass_first_after_deadline_seconds"`
+	MassLastS       float64     `json:"mass_last_after_deadline_seconds"`
+	MassPerSecond   float64     `json:"mass_events_per_second"`
+	MassSubErr      string      `json:"mass_subscriber_error,omitempty"`
+	MassLoadEndS    float64     `json:"mass_load_end_before_deadline_seconds"`
+	LossSent        int         `json:"loss_keys"`
+	LossReceived    int         `json:"loss_received"`
+	Hz              string      `json:"redis_hz"`
 }
 
 func runTTL(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
@@ -55,7 +57,7 @@ func runTTL(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
 
 	// Resets: SET key PXAT, pipelined, from several connections.
 	status("ttl: resets of %d keys for %s", o.ttlKeys, o.resetFor)
-	ids := deviceIDs("dev-", o.ttlKeys)
+	ids := sample.DeviceIDs("dev-", o.ttlKeys)
 	if _, err := setPXAT(ctx, rdb, ids, func(int) int64 { return time.Now().Add(time.Hour).UnixMilli() }); err != nil {
 		return nil, d, err
 	}
@@ -67,13 +69,13 @@ func runTTL(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
 		return rows, d, err
 	}
 	status("ttl: %d live keys, %d deadlines over %s", o.ttlPopulate, o.sparse, o.spread)
-	pop := deviceIDs("live-", o.ttlPopulate)
+	pop := sample.DeviceIDs("live-", o.ttlPopulate)
 	popDur, err := setPXAT(ctx, rdb, pop, func(int) int64 { return time.Now().Add(time.Hour).UnixMilli() })
 	if err != nil {
 		return rows, d, err
 	}
 	loadRate := float64(len(pop)) / popDur.Seconds()
-	probes := deviceIDs("probe-", o.sparse)
+	probes := sample.DeviceIDs("probe-", o.sparse)
 	first := time.Now().Add(time.Second).UnixMilli()
 	deadlineOf := func(k int) int64 { return first + int64(k)*o.spread.Milliseconds()/int64(len(probes)) }
 	byID := map[string]int64{}
@@ -108,7 +110,7 @@ func runTTL(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
 	})
 	sub.Close()
 	mu.Lock()
-	d.Sparse = distOf(late)
+	d.Sparse = sample.DistOf(late)
 	mu.Unlock()
 	rows = append(rows, latencyRows(ttlSystem, fmt.Sprintf("sparse: %d deadlines among %s live keys", o.sparse, fmtInt(o.ttlPopulate)), d.Sparse, o.sparse, "Redis default hz "+d.Hz)...)
 
@@ -127,7 +129,7 @@ func runTTL(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
 	}
 	const lossKeys, lossWindow = 1000, 4 * time.Second
 	status("ttl: %d expiries over %s, subscriber away for %s", lossKeys, lossWindow, o.gap)
-	lids := deviceIDs("loss-", lossKeys)
+	lids := sample.DeviceIDs("loss-", lossKeys)
 	lfirst := time.Now().Add(time.Second)
 	var lgot atomic.Int64
 	count := func(string, time.Time) { lgot.Add(1) }
@@ -163,7 +165,7 @@ func ttlMass(ctx context.Context, rdb *redis.Client, o *options, d *ttlDetails, 
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		return nil, err
 	}
-	mass := deviceIDs("m-", o.massTTL)
+	mass := sample.DeviceIDs("m-", o.massTTL)
 	margin := time.Second + time.Duration(1.5*float64(len(mass))/loadRate*float64(time.Second))
 	deadline := time.Now().Add(margin)
 	status("ttl: %d keys expiring at once (+%s)", len(mass), margin.Round(time.Millisecond))
@@ -219,7 +221,7 @@ func runTTLMass(ctx context.Context, o *options) ([]Row, *ttlDetails, error) {
 	if err := rdb.ConfigSet(ctx, "notify-keyspace-events", "Ex").Err(); err != nil {
 		return nil, d, err
 	}
-	warm := deviceIDs("warm-", min(o.massTTL, 200_000))
+	warm := sample.DeviceIDs("warm-", min(o.massTTL, 200_000))
 	took, err := setPXAT(ctx, rdb, warm, func(int) int64 { return time.Now().Add(time.Hour).UnixMilli() })
 	if err != nil {
 		return nil, d, err
@@ -354,15 +356,6 @@ func (s *expiredSub) Close() {
 	s.closed.Store(true)
 	_ = s.ps.Close()
 	<-s.done
-}
-
-func deviceIDs(prefix string, n int) []string {
-	width := len(fmt.Sprint(n - 1))
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s%0*d", prefix, width, i)
-	}
-	return ids
 }
 
 func waitUntil(end time.Time, done func() bool) {

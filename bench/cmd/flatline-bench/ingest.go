@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/bench/internal/sample"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -120,7 +121,7 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 	kc, brokers, rp, st := infra.kc, infra.brokers, infra.rp, infra.st
 	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
 	res := &IngestResult{Devices: o.ingestDevices, Heartbeats: rounds * o.ingestDevices, Partitions: o.partitions, Shards: o.shards}
-	ids := deviceIDs("dev-", o.ingestDevices)
+	ids := sample.DeviceIDs("dev-", o.ingestDevices)
 
 	// A fleet beating every second for the last `rounds` seconds.
 	status("ingest: preloading %d heartbeats of %d devices into %s (%d partitions)", res.Heartbeats, res.Devices, kc.SignalsTopic, o.partitions)

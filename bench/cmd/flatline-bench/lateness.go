@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flatline-dev/flatline/bench/internal/sample"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -25,9 +26,9 @@ type LatenessResult struct {
 	Duplicates         int     `json:"duplicates"`
 	// AckUpperBound: the event's arrival at the test consumer − its
 	// deadline (an upper bound of "acknowledged by Kafka − deadline").
-	AckUpperBound Dist `json:"arrival_minus_deadline"`
+	AckUpperBound sample.Dist `json:"arrival_minus_deadline"`
 	// Detected: detected_at_ms − deadline_ms, as the event says.
-	Detected Dist `json:"detected_minus_deadline"`
+	Detected sample.Dist `json:"detected_minus_deadline"`
 	// FlatlineAckP99 is flatline's own histogram (deadline → Kafka ack)
 	// p99, as the upper bound of its bucket.
 	FlatlineAckP99Ms float64 `json:"flatline_histogram_p99_bucket_ms"`
@@ -35,12 +36,12 @@ type LatenessResult struct {
 	// WatermarkLag samples now − min over partitions of wm(p) every 20 ms
 	// during the window: scanners fire nothing newer, so this is the floor
 	// of detection lateness.
-	WatermarkLag Dist `json:"watermark_lag_sampled"`
+	WatermarkLag sample.Dist `json:"watermark_lag_sampled"`
 	// BrokerRTT samples, every 20 ms, how long the bench's Kafka (kfake,
 	// in this process) takes to answer a ListOffsets for the signals topic
 	// to a client of its own: what a watermark stall costs that flatline
 	// does not cause. Sampled beside WatermarkLag.
-	BrokerRTT Dist `json:"broker_rtt_sampled"`
+	BrokerRTT sample.Dist `json:"broker_rtt_sampled"`
 	// FlatlineCores is the flatline process's CPU time over the window's
 	// wall time, under the background load: the steady-state cost the
 	// Helm chart's CPU request is sized from (deploy/README.md, "Sizing").
@@ -97,7 +98,7 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	// The fleet: deadlines 40–100 s out, so none expires during the run;
 	// heartbeats (timeout 120 s) move every one of them later.
 	status("lateness: tracking %d devices through Store.Write", o.latDevices)
-	ids := deviceIDs("bg-", o.latDevices)
+	ids := sample.DeviceIDs("bg-", o.latDevices)
 	now := time.Now().UnixMilli()
 	n := int64(len(ids))
 	load, err := loadDeadlines(ctx, st, o.shards, ids, func(k int) int64 { return now + 40_000 + int64(k)*60_000/n })
@@ -160,7 +161,7 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	t0 := time.Now()
 
 	// The probes: deadlines spread evenly over the window, written directly.
-	probes := deviceIDs("probe-", o.latProbes)
+	probes := sample.DeviceIDs("probe-", o.latProbes)
 	first := time.Now().Add(time.Second).UnixMilli()
 	spreadMs := o.latSpread.Milliseconds()
 	var b shard.Batch
@@ -216,8 +217,8 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	elapsed := time.Since(t0).Seconds()
 	close(stopWM)
 	<-wmDone
-	res.WatermarkLag = distOf(wmLag)
-	res.BrokerRTT = distOf(<-rtts)
+	res.WatermarkLag = sample.DistOf(wmLag)
+	res.BrokerRTT = sample.DistOf(<-rtts)
 	res.CPUSplit = meter.Split()
 	if wall := res.CPUSplit["wall"]; wall > 0 {
 		res.FlatlineCores = res.CPUSplit["flatline"] / wall
@@ -236,8 +237,8 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	}
 	mu.Lock()
 	res.Received, res.Duplicates = len(got.arrival), dups
-	res.AckUpperBound = distOf(got.arrival)
-	res.Detected = distOf(got.detected)
+	res.AckUpperBound = sample.DistOf(got.arrival)
+	res.Detected = sample.DistOf(got.detected)
 	mu.Unlock()
 	return res, nil
 }

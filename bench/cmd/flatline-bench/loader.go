@@ -20,17 +20,7 @@ const (
 	loaders   = 2
 )
 
-// deviceIDs returns n ids "<prefix><zero-padded number>", like simulate's.
-func deviceIDs(prefix string, n int) []string {
-	width := len(fmt.Sprint(n - 1))
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("%s%0*d", prefix, width, i)
-	}
-	return ids
-}
-
-// idIndex returns k for the key of deviceIDs(prefix, n)[k].
+// idIndex returns k for the key of sample.DeviceIDs(prefix, n)[k].
 func idIndex(prefix string, key []byte, n int) (int, bool) {
 	if len(key) <= len(prefix) || string(key[:len(prefix)]) != prefix {
 		return 0, false

@@ -1,9 +1,13 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
+)
 
 func TestIDIndexInvertsDeviceIDs(t *testing.T) {
-	ids := deviceIDs("m-", 1000)
+	ids := sample.DeviceIDs("m-", 1000)
 	for k, id := range ids {
 		if got, ok := idIndex("m-", []byte(id), len(ids)); !ok || got != k {
 			t.Fatalf("idIndex(%q) = %d, %v; want %d", id, got, ok, k)

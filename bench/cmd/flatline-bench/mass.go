@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
 )
 
 // MassResult is scenario 3: every device silent at once.
@@ -138,7 +140,7 @@ func runMassOnce(ctx context.Context, o *options, run int) (*MassResult, error) 
 	}
 	defer cons.Stop()
 
-	ids := deviceIDs("m-", o.massDevices)
+	ids := sample.DeviceIDs("m-", o.massDevices)
 	deadline := time.Now().Add(o.massMargin)
 	status("mass: %d devices, all due at +%s", o.massDevices, o.massMargin)
 	load, err := loadDeadlines(ctx, st, o.shards, ids, func(int) int64 { return deadline.UnixMilli() })

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
 )
 
 // MemoryResult is scenario 4: Redis bytes per tracked device, flatline's
@@ -25,7 +27,7 @@ type MemoryResult struct {
 
 func runMemory(ctx context.Context, o *options) (*MemoryResult, error) {
 	res := &MemoryResult{Devices: o.memDevices}
-	ids := deviceIDs("device-", o.memDevices)
+	ids := sample.DeviceIDs("device-", o.memDevices)
 	res.IDExample = ids[len(ids)-1]
 	// Deadlines as a live fleet has them: spread over the next minute.
 	r := rand.New(rand.NewPCG(7, 7))

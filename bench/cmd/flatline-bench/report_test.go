@@ -9,23 +9,6 @@ import (
 
 // The bench's arithmetic and parsing; no test here measures speed.
 
-func TestDistOfNearestRank(t *testing.T) {
-	var ms []float64
-	for i := 100; i >= 1; i-- {
-		ms = append(ms, float64(i))
-	}
-	d := distOf(ms)
-	if d.N != 100 || d.Min != 1 || d.P50 != 50 || d.P90 != 90 || d.P99 != 99 || d.Max != 100 {
-		t.Fatalf("distOf(1..100) = %+v", d)
-	}
-	if got := distOf([]float64{7}); got.P99 != 7 || got.P50 != 7 {
-		t.Fatalf("distOf of one sample = %+v", got)
-	}
-	if got := distOf(nil); got.N != 0 {
-		t.Fatalf("distOf(nil) = %+v", got)
-	}
-}
-
 func TestHistQuantileUsesTheScrapeDifference(t *testing.T) {
 	const h = "flatline_detection_lateness_seconds"
 	before := map[string]float64{

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
 )
 
 // WaitResult is scenario 1's exact ingest against a primary with one
@@ -37,7 +39,7 @@ func runWait(ctx context.Context, o *options) (*WaitResult, error) {
 	}
 	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
 	res := &WaitResult{Devices: o.ingestDevices, Heartbeats: rounds * o.ingestDevices}
-	ids := deviceIDs("dev-", o.ingestDevices)
+	ids := sample.DeviceIDs("dev-", o.ingestDevices)
 	status("wait: preloading %d heartbeats of %d devices into %s (%d partitions)", res.Heartbeats, res.Devices, kc.SignalsTopic, o.partitions)
 	ends, err := preload(ctx, brokers, kc.SignalsTopic, ids, rounds, time.Now().Add(-time.Duration(rounds)*time.Second), time.Second)
 	if err != nil {

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/flatline-dev/flatline/deploy"
 	"github.com/flatline-dev/flatline/ingest"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/metrics"
@@ -22,7 +21,6 @@ import (
 
 var (
 	dashboardFile = filepath.Join("..", "..", "..", "deploy", "grafana", "flatline.json")
-	alertsFile    = filepath.Join("..", "..", "..", "deploy", "prometheus", "alerts.yml")
 	metricName    = regexp.MustCompile(`flatline_[a-z_]+`)
 )
 
@@ -115,12 +113,15 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 		check("dashboard variable", q)
 	}
 
-	rules := alertRules(t)
+	rules, err := deploy.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rules) < 5 {
 		t.Fatalf("alerts.yml has %d rules; parsing is broken", len(rules))
 	}
-	for name, expr := range rules {
-		check("alert "+name, expr)
+	for _, r := range rules {
+		check("alert "+r.Name(), r.Expr)
 	}
 
 	var unused []string
@@ -250,34 +251,6 @@ func dashboardQueries(t *testing.T) ([]panelQueries, []string) {
 		vars = append(vars, q.Query)
 	}
 	return out, vars
-}
-
-// alertRules returns alert name (or record name) -> expression.
-func alertRules(t *testing.T) map[string]string {
-	t.Helper()
-	raw, err := os.ReadFile(alertsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Groups []struct {
-			Rules []struct {
-				Alert  string `yaml:"alert"`
-				Record string `yaml:"record"`
-				Expr   string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(raw, &f); err != nil {
-		t.Fatalf("%s: %v", alertsFile, err)
-	}
-	out := map[string]string{}
-	for _, g := range f.Groups {
-		for _, r := range g.Rules {
-			out[r.Alert+r.Record] = r.Expr
-		}
-	}
-	return out
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
