@@ -13,6 +13,8 @@
 //   - in step: the same commands, stably sorted by the second their first
 //     score falls in, as if every partition were read in step instead of
 //     each at its own pace through the backlog;
+//   - each sorted: the commands as captured, each one's pairs sorted by
+//     score (what sorting a batch's commands before writing would give);
 //   - time order: the same pairs sorted by score, 256 to a command of
 //     their key, as a live fleet's heartbeats read in the order they were
 //     sent would reach Redis;
@@ -77,6 +79,7 @@ func run(file string, reps int) error {
 	}{
 		{"captured", captured},
 		{"in step", inStep(captured)},
+		{"each sorted", eachSorted(captured)},
 		{"time order", timeOrder(captured)},
 		{"ceiling order", ceilingOrder(captured)},
 	}
@@ -355,4 +358,35 @@ func startRedis(ctx context.Context) (*redis.Client, func(), error) {
 			return nil, nil, fmt.Errorf("redis-server on port %d: %w", port, err)
 		}
 	}
+}
+
+// eachSorted keeps the commands as captured, each one's pairs sorted by score.
+func eachSorted(cmds [][]string) [][]string {
+	out := make([][]string, len(cmds))
+	for i, c := range cmds {
+		type pair struct {
+			score, id string
+			v         int64
+		}
+		ps := make([]pair, 0, (len(c)-3)/2)
+		for k := 3; k+1 < len(c); k += 2 {
+			v, _ := strconv.ParseInt(c[k], 10, 64)
+			ps = append(ps, pair{c[k], c[k+1], v})
+		}
+		slices.SortStableFunc(ps, func(a, b pair) int {
+			switch {
+			case a.v < b.v:
+				return -1
+			case a.v > b.v:
+				return 1
+			}
+			return 0
+		})
+		n := slices.Clone(c[:3])
+		for _, p := range ps {
+			n = append(n, p.score, p.id)
+		}
+		out[i] = n
+	}
+	return out
 }

@@ -66,3 +66,22 @@ func TestTimeOrderSortsByScore(t *testing.T) {
 		t.Fatalf("k1's pairs %q, want %q", k1, want)
 	}
 }
+
+// Each sorted keeps the commands and their order, each one's pairs by score.
+func TestEachSortedSortsWithinCommands(t *testing.T) {
+	cmds := [][]string{
+		{"zadd", "k1", "gt", "30", "c", "10", "a", "20", "b"},
+		{"zadd", "k2", "gt", "5", "z"},
+	}
+	out := eachSorted(cmds)
+	want := [][]string{
+		{"zadd", "k1", "gt", "10", "a", "20", "b", "30", "c"},
+		{"zadd", "k2", "gt", "5", "z"},
+	}
+	if !slices.EqualFunc(out, want, slices.Equal[[]string]) {
+		t.Fatalf("eachSorted = %q, want %q", out, want)
+	}
+	if cmds[0][3] != "30" {
+		t.Fatal("eachSorted changed the capture")
+	}
+}
