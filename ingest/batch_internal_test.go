@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,5 +115,111 @@ func TestSplitChunkKeepsItsSlab(t *testing.T) {
 	}
 	for _, s := range held {
 		s.release()
+	}
+}
+
+// timed returns n records of partition-keyed ids at offsets from, from+1 …
+// whose record times are first, first+step, … ms past base.
+func timed(prefix string, from int64, n int, base time.Time, first, step int) []kfetch.Record {
+	rs := records(prefix, n)
+	for k := range rs {
+		rs[k].Offset = from + int64(k)
+		rs[k].Time = base.Add(time.Duration(first+k*step) * time.Millisecond)
+	}
+	return rs
+}
+
+// readOrder returns the record times (ms past base) of b in the order a
+// processor reads them, checking each chunk is read whole and in order.
+func readOrder(t *testing.T, b *batch, base time.Time) []int64 {
+	t.Helper()
+	read := make([]int, len(b.chunks))
+	var out []int64
+	for _, k := range b.order {
+		c := b.chunks[k]
+		if read[k] > 0 && c.msgs[read[k]].Offset != c.msgs[read[k]-1].Offset+1 {
+			t.Fatalf("chunk %d read out of offset order", k)
+		}
+		out = append(out, c.msgs[read[k]].Time.Sub(base).Milliseconds())
+		read[k]++
+	}
+	for k, c := range b.chunks {
+		if read[k] != len(c.msgs) {
+			t.Fatalf("chunk %d of partition %d: %d of its %d records read", k, c.partition, read[k], len(c.msgs))
+		}
+	}
+	return out
+}
+
+// A batch takes the waiting records earliest first across partitions, each
+// partition's in offset order; a chunk taken in part ends where its tail
+// begins, the tail keeps the chunk's next; a chunk without records goes
+// with the first batch.
+func TestTakeMergesPartitionsByRecordTime(t *testing.T) {
+	t.Parallel()
+	base := time.Now()
+	w := newWaiting()
+	w.add(chunk{partition: 0, msgs: timed("a", 100, 5, base, 0, 2), next: 105})
+	w.add(chunk{partition: 0, msgs: timed("a", 105, 5, base, 10, 2), next: 110})
+	w.add(chunk{partition: 1, msgs: timed("b", 200, 10, base, 1, 2), next: 215})
+	w.add(chunk{partition: 2, next: 50, reset: 1})
+
+	b := w.take(7)
+	if got, want := readOrder(t, b, base), []int64{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(got, want) {
+		t.Fatalf("first batch reads times %v, want %v", got, want)
+	}
+	next := map[int]int64{}
+	for _, c := range b.chunks {
+		next[c.partition] = c.next // the last chunk of each partition
+	}
+	if want := map[int]int64{0: 104, 1: 203, 2: 50}; !maps.Equal(next, want) {
+		t.Fatalf("first batch ends partitions at %v, want %v", next, want)
+	}
+	if w.records != 13 {
+		t.Fatalf("%d records wait, want 13", w.records)
+	}
+	b.reuse()
+
+	b = w.take(100)
+	if got, want := readOrder(t, b, base), []int64{7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}; !slices.Equal(got, want) {
+		t.Fatalf("second batch reads times %v, want %v", got, want)
+	}
+	clear(next)
+	for _, c := range b.chunks {
+		next[c.partition] = c.next
+	}
+	if want := map[int]int64{0: 110, 1: 215}; !maps.Equal(next, want) {
+		t.Fatalf("second batch ends partitions at %v, want %v", next, want)
+	}
+	if !w.empty() || w.records != 0 {
+		t.Fatalf("after both batches %d chunks and %d records wait", w.chunks, w.records)
+	}
+}
+
+// Through the batcher: a chunk that came while the writer held every
+// processor is taken with the one waiting before it, and their devices are
+// prepared earliest record first across the two partitions.
+func TestBatcherPreparesDevicesInRecordTimeOrder(t *testing.T) {
+	t.Parallel()
+	chunks, free, prepared := startBatcher(t, 100, 1)
+	p := <-free // the writer holds the one processor
+	base := time.Now().Add(-time.Minute)
+	chunks <- chunk{partition: 0, msgs: timed("p0", 0, 3, base, 10, 20), next: 3} // 10, 30, 50 ms
+	chunks <- chunk{partition: 1, msgs: timed("p1", 0, 3, base, 0, 20), next: 3}  // 0, 20, 40 ms
+	free <- p
+	select {
+	case p = <-prepared:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch")
+	}
+	var ids []string
+	for _, e := range p.entries {
+		ids = append(ids, e.id)
+	}
+	if want := []string{"p1-0", "p0-0", "p1-1", "p0-1", "p1-2", "p0-2"}; !slices.Equal(ids, want) {
+		t.Fatalf("the batch prepares %v, want %v", ids, want)
+	}
+	if offsets, _ := p.written(); offsets[0] != 3 || offsets[1] != 3 {
+		t.Fatalf("the batch writes partitions up to %v, want 3 and 3", offsets)
 	}
 }

@@ -31,6 +31,7 @@ type processor struct {
 	offsets map[int]int64
 	wms     map[int]int64
 	resets  map[int]uint64    // partition → the reset number a chunk of the batch carried
+	read    []int             // per chunk of the batch being prepared: its records read
 	limiter *logging.Limiter  // shared by a generation's processors
 	outage  *retry.Outage     // shared likewise: an outage is logged once, not per processor
 	back    []shard.Recovered // found by writeRedis, reported by finish
@@ -88,26 +89,32 @@ func (p *processor) reset() {
 	clear(p.resets)
 }
 
-// prepare decodes the chunks' records, keeps the newest state per device and
-// collects the invalid ones, ready for write. The chunks may be reused once
-// it returns.
-func (p *processor) prepare(chunks []chunk) {
+// prepare decodes the chunks' records in the order the batcher chose
+// (order names each record's chunk; see batch), keeps the newest state per
+// device and collects the invalid ones, ready for write: devices are written
+// in the order they were read. The chunks may be reused once it returns.
+func (p *processor) prepare(chunks []chunk, order []uint16) {
 	p.reset()
 	if p.co != nil {
 		p.co.rotate(p.in.opts.Now().UnixMilli())
 	}
-	n := 0
-	for _, c := range chunks {
-		n += len(c.msgs)
-		for k := range c.msgs {
-			msg := &c.msgs[k]
-			// A producer's clock ahead of the fetch never raises the
-			// watermark past the fetch's send (SPEC §7 "Time").
-			if ts := min(msg.Time.UnixMilli(), c.sentMs); ts > p.wms[c.partition] {
-				p.wms[c.partition] = ts
-			}
-			p.prepareOne(c.partition, msg)
+	read := p.read[:0]
+	for range chunks {
+		read = append(read, 0)
+	}
+	p.read = read
+	for _, k := range order {
+		c := &chunks[k]
+		msg := &c.msgs[read[k]]
+		read[k]++
+		// A producer's clock ahead of the fetch never raises the
+		// watermark past the fetch's send (SPEC §7 "Time").
+		if ts := min(msg.Time.UnixMilli(), c.sentMs); ts > p.wms[c.partition] {
+			p.wms[c.partition] = ts
 		}
+		p.prepareOne(c.partition, msg)
+	}
+	for _, c := range chunks {
 		// A partition's chunks come in offset order: the last one's next
 		// is past everything the batch read of it, skipped offsets too.
 		p.offsets[c.partition] = c.next
@@ -115,7 +122,7 @@ func (p *processor) prepare(chunks []chunk) {
 			p.resets[c.partition] = c.reset
 		}
 	}
-	p.in.opts.Metrics.HeartbeatsConsumed.Add(float64(n))
+	p.in.opts.Metrics.HeartbeatsConsumed.Add(float64(len(order)))
 	if p.co != nil {
 		// Each device's newest state, checked against what is already
 		// written: a covered one needs no write.
