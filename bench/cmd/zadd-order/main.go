@@ -30,6 +30,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -174,26 +175,11 @@ func inStep(cmds [][]string) [][]string {
 // timeOrder sends the pairs of cmds in score order, each key's next 256 in
 // one command.
 func timeOrder(cmds [][]string) [][]string {
-	type pair struct {
-		key, score, id string
-		v              int64
-	}
 	var pairs []pair
 	for _, c := range cmds {
-		for k := 3; k+1 < len(c); k += 2 {
-			v, _ := strconv.ParseInt(c[k], 10, 64)
-			pairs = append(pairs, pair{c[1], c[k], c[k+1], v})
-		}
+		pairs = appendPairs(pairs, c)
 	}
-	slices.SortStableFunc(pairs, func(a, b pair) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return 0
-	})
+	sortByScore(pairs)
 	pending := map[string][]string{}
 	var out [][]string
 	for _, p := range pairs {
@@ -364,24 +350,8 @@ func startRedis(ctx context.Context) (*redis.Client, func(), error) {
 func eachSorted(cmds [][]string) [][]string {
 	out := make([][]string, len(cmds))
 	for i, c := range cmds {
-		type pair struct {
-			score, id string
-			v         int64
-		}
-		ps := make([]pair, 0, (len(c)-3)/2)
-		for k := 3; k+1 < len(c); k += 2 {
-			v, _ := strconv.ParseInt(c[k], 10, 64)
-			ps = append(ps, pair{c[k], c[k+1], v})
-		}
-		slices.SortStableFunc(ps, func(a, b pair) int {
-			switch {
-			case a.v < b.v:
-				return -1
-			case a.v > b.v:
-				return 1
-			}
-			return 0
-		})
+		ps := appendPairs(nil, c)
+		sortByScore(ps)
 		n := slices.Clone(c[:3])
 		for _, p := range ps {
 			n = append(n, p.score, p.id)
@@ -389,4 +359,26 @@ func eachSorted(cmds [][]string) [][]string {
 		out[i] = n
 	}
 	return out
+}
+
+// pair is one score and member of a ZADD, with its key and its score as a
+// number.
+type pair struct {
+	key, score, id string
+	v              int64
+}
+
+// appendPairs appends the pairs of the ZADD c (ZADD, key, GT, then score,
+// member pairs).
+func appendPairs(ps []pair, c []string) []pair {
+	for k := 3; k+1 < len(c); k += 2 {
+		v, _ := strconv.ParseInt(c[k], 10, 64)
+		ps = append(ps, pair{c[1], c[k], c[k+1], v})
+	}
+	return ps
+}
+
+// sortByScore sorts ps by score, keeping the order of equal ones.
+func sortByScore(ps []pair) {
+	slices.SortStableFunc(ps, func(a, b pair) int { return cmp.Compare(a.v, b.v) })
 }
