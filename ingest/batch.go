@@ -8,7 +8,7 @@ import (
 
 // batcher gathers fetched chunks into batches of at most batch_size
 // records, prepares each with a free processor and hands it to the writer,
-// in order. It holds up to mergeAhead batches' worth of records, and a
+// in order. It holds up to mergeHold records (or a batch, if larger), and a
 // batch takes the earliest of them by record time, across partitions (each
 // partition's in offset order, see waiting.take).
 func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *processor, prepared chan<- *processor) {
@@ -54,7 +54,7 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 		// Take what is already queued (what came while the writer was
 		// busy too) without waiting longer.
 	more:
-		for q.records < mergeAhead*size {
+		for q.records < max(size, mergeHold) {
 			select {
 			case c := <-chunks:
 				q.add(c)
@@ -76,17 +76,18 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 	}
 }
 
-// mergeAhead is how many batches' worth of records the batcher holds to
-// choose a batch's from. Reading a backlog, each partition's reader hands
-// on a fetch's records a chunk at a time, so the chunks queued in arrival
-// order are those of a few partitions, each a fraction of a second of their
-// heartbeats at its own place in the backlog: written so, every batch's
-// deadlines land all over the last seconds of each shard, and Redis walks
-// its skiplist into cold memory for each (the same updates in time order
-// cost it about half; README, "How fast"). Taken by record time across the
-// partitions, they land near each shard's end. Live, a batch takes all
-// that waits and the order only interleaves what arrived together.
-const mergeAhead = 16
+// mergeHold is how many records the batcher holds to choose a batch's from:
+// 16 batches at the default ingest.batch_size, one batch at a batch_size
+// above it. Reading a backlog, each partition's reader hands on a fetch's
+// records a chunk at a time, so the chunks queued in arrival order are
+// those of a few partitions, each a fraction of a second of their heartbeats
+// at its own place in the backlog: written so, every batch's deadlines land
+// all over the last seconds of each shard, and Redis walks its skiplist into
+// cold memory for each (the same updates in time order cost it about half;
+// README, "How fast"). Taken by record time across the partitions, they land
+// near each shard's end. Live, a batch takes all that waits and the order
+// only interleaves what arrived together.
+const mergeHold = 1 << 16
 
 // waiting holds the chunks the batcher read and no batch took yet, per
 // partition in offset order.

@@ -23,7 +23,7 @@ const (
 	fetchMaxWait = 250 * time.Millisecond
 	// fetchMaxBytes bounds one fetch response: ~6,000 heartbeats, a
 	// quarter of a second of a partition beating 25,000 times a second, so
-	// that the batcher, holding mergeAhead batches' worth, has the next
+	// that the batcher, holding mergeHold records, has the next
 	// records of most partitions to merge (1 MiB: Redis 0.79–0.88 against
 	// 0.80–1.11 µs per reset; README, "Where the time goes").
 	fetchMaxBytes = 512 << 10
