@@ -258,6 +258,103 @@ func TestFiredRemovesOnlyUnchanged(t *testing.T) {
 	}
 }
 
+// Fired checks a run of members fired at one score by rank, without
+// reading their scores (ZMSCORE), and still removes exactly the unchanged
+// ones whatever happened to the run meanwhile: a member reset, a member
+// gone, a new member between them or before them at that score, all reset.
+func TestFiredChecksARunOfOneScoreByRank(t *testing.T) {
+	t.Parallel()
+	read := shard.Score(shard.Epoch+5000, 3)
+	later := shard.Score(shard.Epoch+9000, 3)
+	earlier := shard.Score(shard.Epoch+1000, 3)
+	for _, c := range []struct {
+		name   string
+		before map[string]float64 // written after the scan read the run
+		gone   string             // removed after the scan read the run
+		raced  []string
+		byRank bool // no score read: the run is unchanged
+	}{
+		{name: "unchanged", byRank: true},
+		{name: "one member earlier in the shard", before: map[string]float64{"a": earlier}, byRank: true},
+		{name: "one reset", before: map[string]float64{"r-05": later}, raced: []string{"r-05"}},
+		{name: "a new member inside the run", before: map[string]float64{"r-05x": read}},
+		{name: "one gone", gone: "r-03"},
+		{name: "all reset", before: func() map[string]float64 {
+			m := map[string]float64{}
+			for k := range 12 {
+				m[fmt.Sprintf("r-%02d", k)] = later
+			}
+			return m
+		}(), raced: []string{"r-00", "r-01", "r-02", "r-03", "r-04", "r-05", "r-06", "r-07", "r-08", "r-09", "r-10", "r-11"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			st, srv := testenv.Store(t)
+			ctx := context.Background()
+			var b shard.Batch
+			b.Reset(1)
+			var run []shard.Member
+			for k := range 12 {
+				id := fmt.Sprintf("r-%02d", k)
+				b.Add(0, id, read, 0)
+				run = append(run, shard.Member{ID: id, Score: read})
+			}
+			if _, err := st.Write(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			b.Reset(1)
+			for id, score := range c.before {
+				b.Add(0, id, score, 0)
+			}
+			if _, err := st.Write(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			if c.gone != "" {
+				if n, _, err := st.Fired(ctx, 0, []shard.Member{{ID: c.gone, Score: read}}, 0); err != nil || n != 1 {
+					t.Fatalf("removing %s: %d, %v", c.gone, n, err)
+				}
+			}
+			zmscores := func() string {
+				for _, l := range strings.Split(srv.Client(t).Info(ctx, "commandstats").Val(), "\n") {
+					if strings.HasPrefix(l, "cmdstat_zmscore:") {
+						return strings.Split(l, ",")[0]
+					}
+				}
+				return "none"
+			}
+			calls := zmscores()
+			n, raced, err := st.Fired(ctx, 0, run, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var racedIDs []string
+			for _, r := range raced {
+				racedIDs = append(racedIDs, r.ID)
+			}
+			want := 12 - len(c.raced)
+			if c.gone != "" {
+				want--
+			}
+			if n != want || fmt.Sprint(racedIDs) != fmt.Sprint(c.raced) {
+				t.Fatalf("removed %d, raced %v; want %d, raced %v", n, racedIDs, want, c.raced)
+			}
+			for _, m := range run {
+				if _, ok, _ := st.Score(ctx, 0, m.ID); ok != (c.before[m.ID] == later) {
+					t.Errorf("%s tracked: %v", m.ID, ok)
+				}
+			}
+			for id, score := range c.before {
+				if s, ok, _ := st.Score(ctx, 0, id); !ok || s != score {
+					t.Errorf("%s: %v %v, want kept at %v", id, s, ok, score)
+				}
+			}
+			if byRank := zmscores() == calls; byRank != c.byRank {
+				t.Errorf("checked by rank: %v, want %v (zmscore %s → %s)", byRank, c.byRank, calls, zmscores())
+			}
+		})
+	}
+}
+
 // DueWindows (by rank, in one round trip) returns what consecutive score
 // reads with offsets return, ties in member order, the end included.
 func TestDueWindowsMatchConsecutiveReads(t *testing.T) {
