@@ -20,11 +20,17 @@ type Raced struct {
 // reset moved on meanwhile (kept, not remembered as down): their recovery
 // is the caller's to report, since the reset ran before any down entry.
 func (s *Store) Fired(ctx context.Context, i int, ms []Member, pruneBelow float64) (int, []Raced, error) {
-	args := make([]any, 1+2*len(ms))
+	// The members, then their scores as runs (score, count): a group of
+	// members due at one deadline passes it once (see fired.lua).
+	args := make([]any, 2+len(ms), 4+2*len(ms))
 	args[0] = strconv.FormatFloat(pruneBelow, 'f', -1, 64)
+	args[1] = len(ms)
 	for k, m := range ms {
-		args[1+k] = m.ID
-		args[1+len(ms)+k] = int64(m.Score) // whole numbers (see Score)
+		args[2+k] = m.ID
+		if k == 0 || m.Score != ms[k-1].Score {
+			args = append(args, int64(m.Score), 0) // whole numbers (see Score)
+		}
+		args[len(args)-1] = args[len(args)-1].(int) + 1
 	}
 	vals, err := scriptFired.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, args...).Slice()
 	if err != nil {

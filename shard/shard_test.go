@@ -273,12 +273,16 @@ func TestFiredChecksARunOfOneScoreByRank(t *testing.T) {
 		gone   string             // removed after the scan read the run
 		raced  []string
 		byRank bool // no score read: the run is unchanged
+		// short: the scan read two members at an earlier score before
+		// the run (a run too short to check by rank), q-2 since reset.
+		short bool
 	}{
 		{name: "unchanged", byRank: true},
 		{name: "one member earlier in the shard", before: map[string]float64{"a": earlier}, byRank: true},
 		{name: "one reset", before: map[string]float64{"r-05": later}, raced: []string{"r-05"}},
 		{name: "a new member inside the run", before: map[string]float64{"r-05x": read}},
 		{name: "one gone", gone: "r-03"},
+		{name: "a short run before it, reset", short: true, before: map[string]float64{"q-2": later}, raced: []string{"q-2"}},
 		{name: "all reset", before: func() map[string]float64 {
 			m := map[string]float64{}
 			for k := range 12 {
@@ -294,6 +298,12 @@ func TestFiredChecksARunOfOneScoreByRank(t *testing.T) {
 			var b shard.Batch
 			b.Reset(1)
 			var run []shard.Member
+			if c.short {
+				for _, id := range []string{"q-1", "q-2"} {
+					b.Add(0, id, earlier, 0)
+					run = append(run, shard.Member{ID: id, Score: earlier})
+				}
+			}
 			for k := range 12 {
 				id := fmt.Sprintf("r-%02d", k)
 				b.Add(0, id, read, 0)
@@ -331,7 +341,7 @@ func TestFiredChecksARunOfOneScoreByRank(t *testing.T) {
 			for _, r := range raced {
 				racedIDs = append(racedIDs, r.ID)
 			}
-			want := 12 - len(c.raced)
+			want := len(run) - len(c.raced)
 			if c.gone != "" {
 				want--
 			}
