@@ -38,59 +38,87 @@ import (
 //     the shard it was written to, which the two-shard rule of a migration
 //     and its sweep handle like any other copy.
 //
-// Memory is bounded: two generations of at most maxEntries entries each,
-// rotated every window (entries older than two windows can no longer cause
-// a skip anyway); when the current one is full, new devices are simply not
-// remembered.
+// Memory is bounded and fixed: a table of slots, four to a 64-byte set,
+// each one device's hash and its written deadline packed into two words,
+// so a check costs one cache line — at 200,000 devices and more, each
+// check is a cache miss, and two Go maps (a generation and the one before
+// it) cost up to four. A device has two sets, chosen by two halves of its
+// hash, and is looked for in the second only when the first lacks it; when
+// both are full it takes the slot of the earliest deadline in them, the
+// least likely to cover anything. A device not remembered is written,
+// never skipped, so losing one costs a write, never a timeout. No
+// generations are needed: a remembered deadline older than the window can
+// cover nothing (see above).
 type coalescer struct {
-	mu         sync.Mutex // a generation's batcher checks, its writer records
-	window     int64      // ms
-	maxEntries int
-	cur, prev  map[uint64]remembered
-	rotatedAt  int64
+	mu     sync.Mutex // a generation's batcher checks, its writer records
+	window int64      // ms
+	slots  []slot     // sets of setWays; len a power of two
+	sets   uint64     // len(slots) / setWays - 1: the set mask
+	// overrides holds the override timeouts of remembered devices whose
+	// meta says they have one (few devices have), at most len(slots): a
+	// device given up by its slot may leave its entry until then.
+	overrides map[uint64]int64
+	keys      [][2]uint64 // filter's: the batch's hashes
+	touched   uint64      // filter's: what its first pass read, kept so the reads stay
 	// pending counts, per id hash, the prepared batches not yet written
 	// whose tombstone (or re-registration) will undo what is remembered.
 	pending map[uint64]int
 }
 
-// remembered is one written deadline: the padded score's parts, the
-// override timeout, and a second, independent hash of the id so that two
-// ids colliding on the map key cannot share an entry.
-type remembered struct {
-	check    uint32
-	meta     shard.Meta
-	deadline int64
-	override int64
+// slot is one remembered write: the id's routing hash (0: empty) and the
+// padded score as written (deadline and meta, 53 bits) with, above it,
+// checkBits of a second, independent hash of the id, so that two ids
+// colliding on the routing hash cannot share an entry.
+type slot struct {
+	key, val uint64
 }
+
+const (
+	setWays   = 4
+	scoreBits = 53
+	scoreMask = 1<<scoreBits - 1
+	checkBits = 64 - scoreBits
+)
 
 const coalesceMaxEntries = 1 << 20
 
 func newCoalescer(windowMs int64, maxEntries int) *coalescer {
-	return &coalescer{window: windowMs, maxEntries: maxEntries, pending: make(map[uint64]int),
-		cur: make(map[uint64]remembered), prev: make(map[uint64]remembered)}
+	n := setWays
+	for n < maxEntries {
+		n <<= 1
+	}
+	return &coalescer{window: windowMs, slots: make([]slot, n), sets: uint64(n/setWays - 1),
+		overrides: make(map[uint64]int64), pending: make(map[uint64]int)}
 }
 
-// keysOf returns the map key (the routing hash) and an independent FNV-1a
-// check of id.
-func keysOf(id string) (uint64, uint32) {
+// keysOf returns the map key (the routing hash, never 0) and an independent
+// FNV-1a check of id, checkBits wide.
+func keysOf(id string) (uint64, uint64) {
 	check := uint32(2166136261)
 	for i := 0; i < len(id); i++ {
 		check ^= uint32(id[i])
 		check *= 16777619
 	}
-	return shard.Hash(id), check
+	return max(shard.Hash(id), 1), uint64(check) & (1<<checkBits - 1)
 }
 
-// rotate drops the older generation once per window.
-func (c *coalescer) rotate(nowMs int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if nowMs-c.rotatedAt < c.window {
-		return
+// sets2 returns the two sets of slots of hash h.
+func (c *coalescer) sets2(h uint64) (a, b []slot) {
+	i, j := (h&c.sets)*setWays, (h>>32&c.sets)*setWays
+	return c.slots[i : i+setWays : i+setWays], c.slots[j : j+setWays : j+setWays]
+}
+
+// lookup returns the remembered padded score of (h, check), if any.
+func (c *coalescer) lookup(h, check uint64) (float64, bool) {
+	a, b := c.sets2(h)
+	for _, set := range [2][]slot{a, b} {
+		for _, sl := range set {
+			if sl.key == h {
+				return float64(sl.val & scoreMask), sl.val>>scoreBits == check
+			}
+		}
 	}
-	c.prev, c.cur = c.cur, c.prev
-	clear(c.cur)
-	c.rotatedAt = nowMs
+	return 0, false
 }
 
 // filter drops from entries (padded scores) the heartbeats already covered,
@@ -102,17 +130,25 @@ func (c *coalescer) filter(entries []entry) ([]entry, int) {
 	kept, skipped := entries[:0], 0
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The ids' hashes first, each touching its first set: the cache misses
+	// of the whole batch then overlap, instead of one per check in turn.
+	keys := c.keys[:0]
+	var touched uint64
 	for k := range entries {
-		if e := &entries[k]; e.tomb || e.reregister {
-			h, _ := keysOf(e.id)
+		e := &entries[k]
+		h, check := keysOf(e.id)
+		keys = append(keys, [2]uint64{h, check})
+		if e.tomb || e.reregister {
 			c.pending[h]++
 		}
+		touched += c.slots[(h&c.sets)*setWays].key
 	}
+	c.keys, c.touched = keys, touched
 	for k := range entries {
 		e := entries[k]
 		if !e.tomb && !e.reregister { // a reregistration replaces what is remembered
 			d, meta := shard.DecodeScore(e.score)
-			if c.coveredLocked(e.id, d-c.window, meta, e.override) {
+			if c.coveredHashed(keys[k][0], keys[k][1], d-c.window, meta, e.override) {
 				skipped += e.beats
 				continue
 			}
@@ -125,14 +161,25 @@ func (c *coalescer) filter(entries []entry) ([]entry, int) {
 
 func (c *coalescer) coveredLocked(id string, deadline int64, meta shard.Meta, override int64) bool {
 	h, check := keysOf(id)
+	return c.coveredHashed(h, check, deadline, meta, override)
+}
+
+func (c *coalescer) coveredHashed(h, check uint64, deadline int64, meta shard.Meta, override int64) bool {
 	if c.pending[h] > 0 {
 		return false
 	}
-	r, ok := c.cur[h]
+	score, ok := c.lookup(h, check)
 	if !ok {
-		r, ok = c.prev[h]
+		return false
 	}
-	return ok && r.check == check && r.meta == meta && r.override == override && deadline <= r.deadline
+	d, m := shard.DecodeScore(score)
+	if m != meta || deadline > d {
+		return false
+	}
+	if m.Has(shard.FlagOverride) {
+		return c.overrides[h] == override
+	}
+	return override == 0
 }
 
 // record remembers a write Redis acknowledged (deadline padded).
@@ -143,10 +190,51 @@ func (c *coalescer) record(id string, deadline int64, meta shard.Meta, override 
 	if c.pending[h] > 0 {
 		return // a tombstone prepared after this write will undo it
 	}
-	if _, ok := c.cur[h]; !ok && len(c.cur) >= c.maxEntries {
-		return
+	if meta.Has(shard.FlagOverride) {
+		if _, ok := c.overrides[h]; !ok && len(c.overrides) >= len(c.slots) {
+			// Full of devices whose slots are gone, most likely: start
+			// afresh (a device without an entry is just not covered).
+			clear(c.overrides)
+		}
+		c.overrides[h] = override
 	}
-	c.cur[h] = remembered{check: check, meta: meta, deadline: deadline, override: override}
+	val := check<<scoreBits | uint64(shard.Score(deadline, meta)) // deadlines after 2024 (see shard.Score)
+	*c.victim(h) = slot{key: h, val: val}
+}
+
+// victim picks the slot that remembers h: its own, else an empty one of
+// the set with more room (the first on a tie), else the one with the
+// earliest deadline in its sets. Two choices keep the sets even: at a
+// fifth of the table's capacity, a device finds both its sets full about
+// never; at all of it, rarely.
+func (c *coalescer) victim(h uint64) *slot {
+	a, b := c.sets2(h)
+	var earliest *slot
+	var empty [2]*slot
+	var room [2]int
+	for s, set := range [2][]slot{a, b} {
+		for k := range set {
+			sl := &set[k]
+			switch {
+			case sl.key == h:
+				return sl
+			case sl.key == 0:
+				if empty[s] == nil {
+					empty[s] = sl
+				}
+				room[s]++
+			case earliest == nil || sl.val&scoreMask < earliest.val&scoreMask:
+				earliest = sl
+			}
+		}
+	}
+	switch {
+	case room[0] > 0 && room[0] >= room[1]:
+		return empty[0]
+	case room[1] > 0:
+		return empty[1]
+	}
+	return earliest
 }
 
 // forget drops a device (tombstone).
@@ -154,8 +242,15 @@ func (c *coalescer) forget(id string) {
 	h, _ := keysOf(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.cur, h)
-	delete(c.prev, h)
+	a, b := c.sets2(h)
+	for _, set := range [2][]slot{a, b} {
+		for k := range set {
+			if set[k].key == h {
+				set[k] = slot{}
+			}
+		}
+	}
+	delete(c.overrides, h)
 }
 
 // undone is forget once the batch whose tombstone (or re-registration)

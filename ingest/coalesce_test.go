@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -24,8 +25,8 @@ func TestCoalescingNeverEarlyAtMostWindowLate(t *testing.T) {
 		id := "dev-" + string(rune('a'+dev%26)) + string(rune('a'+dev/26%26)) + string(rune('a'+dev/676))
 		owners := []*coalescer{newCoalescer(window, 1<<20), newCoalescer(window, 1<<20)}
 		owner := 0
-		var stored int64 // max padded deadline written to "Redis"
-		now := int64(1_000_000)
+		var stored int64                // max padded deadline written to "Redis"
+		now := int64(1_800_000_000_000) // ms, 2027: scores hold deadlines after 2024
 		last := int64(0)
 		for beat := 0; beat < 50; beat++ {
 			switch k := r.IntN(10); {
@@ -48,7 +49,6 @@ func TestCoalescingNeverEarlyAtMostWindowLate(t *testing.T) {
 				owners[owner] = newCoalescer(window, 1<<20)
 			}
 			c := owners[owner]
-			c.rotate(now)
 			heartbeats++
 			deadline := at + timeout
 			if at > last {
@@ -81,8 +81,7 @@ func TestCoalescingWriteRatio(t *testing.T) {
 	meta := shard.NewMeta(0, shard.FlagPadded)
 	var beats, writes int
 	for sec := int64(0); sec < 600; sec++ {
-		now := 1_000_000 + sec*1000
-		c.rotate(now)
+		now := 1_800_000_000_000 + sec*1000
 		for d := 0; d < 100; d++ {
 			id := "d" + string(rune('A'+d))
 			beats++
@@ -101,26 +100,63 @@ func TestCoalescingWriteRatio(t *testing.T) {
 
 func TestCoalescerBoundedAndForgets(t *testing.T) {
 	t.Parallel()
+	const t0 = 1_800_000_000_000 // ms, 2027: scores hold deadlines after 2024
 	c := newCoalescer(1000, 100)
 	for i := 0; i < 1000; i++ {
-		c.record("dev-"+string(rune(i)), 5000, 0, 0)
+		c.record(fmt.Sprintf("dev-%d", i), t0+5000, 0, 0)
 	}
-	if len(c.cur) > 100 {
-		t.Fatalf("remembered %d devices with a cap of 100", len(c.cur))
+	used := 0
+	for _, sl := range c.slots {
+		if sl.key != 0 {
+			used++
+		}
+	}
+	if len(c.slots) != 128 || used > 128 || used < 100 {
+		t.Fatalf("%d of %d slots used after 1,000 devices with a cap of 100", used, len(c.slots))
 	}
 	f := newCoalescer(1000, 100)
-	f.record("x", 5000, 0, 0)
-	if !f.covered("x", 4000, 0, 0) || f.covered("x", 6000, 0, 0) || f.covered("y", 1, 0, 0) {
+	f.record("x", t0+5000, 0, 0)
+	if !f.covered("x", t0+4000, 0, 0) || f.covered("x", t0+6000, 0, 0) || f.covered("y", t0+1, 0, 0) {
 		t.Fatal("covered does not follow the recorded deadline")
 	}
 	f.forget("x")
-	if f.covered("x", 1, 0, 0) {
+	if f.covered("x", t0+1, 0, 0) {
 		t.Fatal("a forgotten device is still covered")
 	}
-	c.rotate(10_000)
-	c.rotate(20_000)
-	if len(c.cur)+len(c.prev) != 0 {
-		t.Fatal("entries survive two rotations")
+	// One set of four: a fifth device takes the slot of the earliest
+	// deadline, and a device already remembered keeps its own slot.
+	one := newCoalescer(1000, setWays)
+	for id, d := range map[string]int64{"a": 5000, "b": 1000, "c": 6000, "d": 7000} {
+		one.record(id, t0+d, 0, 0)
+	}
+	one.record("a", t0+5500, 0, 0)
+	one.record("e", t0+8000, 0, 0)
+	for id, d := range map[string]int64{"a": 5500, "c": 6000, "d": 7000, "e": 8000} {
+		if !one.covered(id, t0+d, 0, 0) || one.covered(id, t0+d+1, 0, 0) {
+			t.Errorf("%s not remembered at its deadline", id)
+		}
+	}
+	if one.covered("b", t0, 0, 0) {
+		t.Error("the earliest deadline was not the one given up")
+	}
+}
+
+// An override timeout is part of what a write covers: the same deadline
+// with another override is written.
+func TestCoalescerOverride(t *testing.T) {
+	t.Parallel()
+	const t0 = 1_800_000_000_000
+	c := newCoalescer(1000, 100)
+	meta := shard.NewMeta(0, shard.FlagPadded|shard.FlagOverride)
+	c.record("o", t0+5000, meta, 90_000)
+	if !c.covered("o", t0+4000, meta, 90_000) {
+		t.Fatal("not covered by its own write")
+	}
+	if c.covered("o", t0+4000, meta, 60_000) {
+		t.Fatal("covered by a write of another override")
+	}
+	if c.covered("o", t0+4000, shard.NewMeta(0, shard.FlagPadded), 0) {
+		t.Fatal("covered by a write with an override")
 	}
 }
 

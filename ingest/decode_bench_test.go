@@ -73,8 +73,8 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 // BenchmarkCoalescerFilter: the coalescing check of a 4,096-heartbeat batch
-// (Coalescer.filter, one lock) among 200,000 remembered devices, half of
-// them remembered before the last rotation; every heartbeat is covered.
+// (Coalescer.filter, one lock) among 200,000 remembered devices; every
+// heartbeat is covered.
 func BenchmarkCoalescerFilter(b *testing.B) {
 	const devices, batch, window = 200_000, 4096, 10_000
 	const t0 = 1_800_000_000_000 // ms: scores hold deadlines after 2024
@@ -83,9 +83,6 @@ func BenchmarkCoalescerFilter(b *testing.B) {
 	ids := make([]string, devices)
 	for k := range ids {
 		ids[k] = fmt.Sprintf("dev-%08d", k)
-		if k == devices/2 {
-			c.rotate(20_000)
-		}
 		c.record(ids[k], t0+window, meta, 0)
 	}
 	template := make([]entry, batch)

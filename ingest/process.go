@@ -95,9 +95,6 @@ func (p *processor) reset() {
 // in the order they were read. The chunks may be reused once it returns.
 func (p *processor) prepare(chunks []chunk, order []uint16) {
 	p.reset()
-	if p.co != nil {
-		p.co.rotate(p.in.opts.Now().UnixMilli())
-	}
 	read := p.read[:0]
 	for range chunks {
 		read = append(read, 0)
