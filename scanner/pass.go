@@ -33,6 +33,7 @@ type shardScanner struct {
 	backoff   retry.Backoff
 	failUntil time.Time
 	held      atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
+	oneScore  bool         // the last read held one score (pass's own, like backoff)
 	stopped   atomic.Bool
 
 	mu  sync.Mutex
@@ -111,7 +112,10 @@ func (sc *shardScanner) pass() {
 		}
 		// Each window is one pop and, past it, the next member: the next
 		// deadline when the pop is not full.
-		reads, err := s.opts.Store.DueWindows(ctx, sc.id, offset, batch, batch+1, windows)
+		// A read of several pops first tries the range as one deadline
+		// when the last read was one (see shard.Store.DueWindows).
+		reads, one, err := s.opts.Store.DueWindows(ctx, sc.id, offset, batch, batch+1, windows, windows > 1 && sc.oneScore)
+		sc.oneScore = one
 		sc.order.RUnlock()
 		if err != nil {
 			if ctx.Err() == nil {

@@ -46,25 +46,77 @@ func (s *Store) Due(ctx context.Context, i int, max float64, offset, limit int) 
 // Redis finds a rank in O(log n), while a score range walks its offset
 // member by member, and the scanner skips the members it has in flight,
 // thousands of them during a mass expiry.
-func (s *Store) DueWindows(ctx context.Context, i, offset, stride, size, k int) ([][]Member, error) {
+//
+// With oneScore, the read first takes the range as one run of one score
+// (a shared deadline: a mass expiry, devices whose clocks send whole
+// seconds): its members without scores and the scores of its two ends, in
+// one MULTI; Redis 7.0 prints every score it returns with printf, most of
+// what a read costs it. When the ends differ, it reads again with scores.
+// The second result says whether the range held one score: the guess for
+// the next read.
+func (s *Store) DueWindows(ctx context.Context, i, offset, stride, size, k int, oneScore bool) ([][]Member, bool, error) {
 	if stride > size {
-		return nil, fmt.Errorf("scan shard %d: windows of %d members %d apart leave gaps", i, size, stride)
+		return nil, false, fmt.Errorf("scan shard %d: windows of %d members %d apart leave gaps", i, size, stride)
 	}
 	start := int64(offset)
-	zs, err := s.rdb.ZRangeWithScores(ctx, s.keys.Deadlines(i), start, start+int64((k-1)*stride+size)-1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("scan shard %d: %w", i, err)
+	stop := start + int64((k-1)*stride+size) - 1
+	var all []Member
+	if oneScore {
+		var err error
+		if all, oneScore, err = s.dueOneScore(ctx, i, start, stop); err != nil {
+			return nil, false, err
+		}
 	}
-	all := make([]Member, len(zs))
-	for n, z := range zs {
-		all[n] = Member{ID: z.Member.(string), Score: z.Score}
+	if !oneScore {
+		zs, err := s.rdb.ZRangeWithScores(ctx, s.keys.Deadlines(i), start, stop).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("scan shard %d: %w", i, err)
+		}
+		all = make([]Member, len(zs))
+		for n, z := range zs {
+			all[n] = Member{ID: z.Member.(string), Score: z.Score}
+		}
+		oneScore = len(all) > 1 && all[0].Score == all[len(all)-1].Score
 	}
 	out := make([][]Member, k)
 	for j := range out {
 		from, to := min(j*stride, len(all)), min(j*stride+size, len(all))
 		out[j] = all[from:to:to]
 	}
-	return out, nil
+	return out, oneScore, nil
+}
+
+// dueOneScore reads the members of shard i at ranks start … stop when they
+// share one score (or there are none), and reports whether it did.
+func (s *Store) dueOneScore(ctx context.Context, i int, start, stop int64) ([]Member, bool, error) {
+	key := s.keys.Deadlines(i)
+	var names *redis.StringSliceCmd
+	var first, last, tail *redis.ZSliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		names = p.ZRange(ctx, key, start, stop)
+		first = p.ZRangeWithScores(ctx, key, start, start)
+		last = p.ZRangeWithScores(ctx, key, stop, stop)
+		tail = p.ZRangeWithScores(ctx, key, -1, -1) // the range's last when it runs past the end
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("scan shard %d: %w", i, err)
+	}
+	ids, lo, hi := names.Val(), first.Val(), last.Val()
+	if len(hi) == 0 {
+		hi = tail.Val()
+	}
+	if len(ids) == 0 {
+		return nil, true, nil
+	}
+	if len(lo) == 0 || len(hi) == 0 || lo[0].Score != hi[0].Score {
+		return nil, false, nil
+	}
+	all := make([]Member, len(ids))
+	for n, id := range ids {
+		all[n] = Member{ID: id, Score: lo[0].Score}
+	}
+	return all, true, nil
 }
 
 // Next returns the earliest member of shard i, if any.

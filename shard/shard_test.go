@@ -366,26 +366,40 @@ func TestFiredChecksARunOfOneScoreByRank(t *testing.T) {
 }
 
 // DueWindows (by rank, in one round trip) returns what consecutive score
-// reads with offsets return, ties in member order, the end included.
+// reads with offsets return, ties in member order, the end included:
+// with scores read, or first as one run of one score (oneScore), which
+// falls back to reading them where the range holds several; it reports
+// whether the range held one score.
 func TestDueWindowsMatchConsecutiveReads(t *testing.T) {
 	t.Parallel()
-	st := storeWithTies(t, 70, 5)
-	ctx := context.Background()
-	ws, err := st.DueWindows(ctx, 0, 3, 20, 21, 5)
-	if err != nil || len(ws) != 5 {
-		t.Fatalf("DueWindows = %d windows, %v", len(ws), err)
-	}
-	for j, w := range ws {
-		want, err := st.Due(ctx, 0, shard.MaxScore(shard.Epoch+1_000_000), 3+20*j, 21)
-		if err != nil {
-			t.Fatal(err)
+	for _, scores := range []int{5, 1} {
+		st := storeWithTies(t, 70, scores)
+		ctx := context.Background()
+		for _, oneScore := range []bool{false, true} {
+			name := fmt.Sprintf("%d scores, oneScore %v", scores, oneScore)
+			ws, one, err := st.DueWindows(ctx, 0, 3, 20, 21, 5, oneScore)
+			if err != nil || len(ws) != 5 {
+				t.Fatalf("%s: DueWindows = %d windows, %v", name, len(ws), err)
+			}
+			if one != (scores == 1) {
+				t.Errorf("%s: one score reported %v", name, one)
+			}
+			for j, w := range ws {
+				want, err := st.Due(ctx, 0, shard.MaxScore(shard.Epoch+1_000_000), 3+20*j, 21)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(w) != fmt.Sprint(want) {
+					t.Errorf("%s: window %d = %v, want %v", name, j, w, want)
+				}
+			}
+			if len(ws[3]) != 7 || len(ws[4]) != 0 {
+				t.Errorf("%s: the last windows hold %d and %d members, want the 7 left and none", name, len(ws[3]), len(ws[4]))
+			}
+			if ws, _, err := st.DueWindows(ctx, 0, 70, 20, 21, 2, oneScore); err != nil || len(ws[0])+len(ws[1]) != 0 {
+				t.Errorf("%s: past the end: %v, %v", name, ws, err)
+			}
 		}
-		if fmt.Sprint(w) != fmt.Sprint(want) {
-			t.Errorf("window %d = %v, want %v", j, w, want)
-		}
-	}
-	if len(ws[3]) != 7 || len(ws[4]) != 0 {
-		t.Errorf("the last windows hold %d and %d members, want the 7 left and none", len(ws[3]), len(ws[4]))
 	}
 }
 
