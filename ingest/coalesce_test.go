@@ -23,7 +23,9 @@ func TestCoalescingNeverEarlyAtMostWindowLate(t *testing.T) {
 	var heartbeats, writes int
 	for dev := 0; dev < 2000; dev++ {
 		id := "dev-" + string(rune('a'+dev%26)) + string(rune('a'+dev/26%26)) + string(rune('a'+dev/676))
-		owners := []*coalescer{newCoalescer(window, 1<<20), newCoalescer(window, 1<<20)}
+		// A table of 64 slots: one device each (2^20, the default,
+		// would zero 16 MiB for each of the ~5,000 coalescers).
+		owners := []*coalescer{newCoalescer(window, 64), newCoalescer(window, 64)}
 		owner := 0
 		var stored int64                // max padded deadline written to "Redis"
 		now := int64(1_800_000_000_000) // ms, 2027: scores hold deadlines after 2024
@@ -43,10 +45,10 @@ func TestCoalescingNeverEarlyAtMostWindowLate(t *testing.T) {
 			}
 			switch r.IntN(40) {
 			case 0: // restart or rebalance: the owner starts a new generation
-				owners[owner] = newCoalescer(window, 1<<20)
+				owners[owner] = newCoalescer(window, 64)
 			case 1: // the partition moves to the other instance
 				owner = 1 - owner
-				owners[owner] = newCoalescer(window, 1<<20)
+				owners[owner] = newCoalescer(window, 64)
 			}
 			c := owners[owner]
 			heartbeats++
@@ -77,7 +79,7 @@ func TestCoalescingNeverEarlyAtMostWindowLate(t *testing.T) {
 // At 1 Hz with a 10 s window, about one heartbeat in ten is written.
 func TestCoalescingWriteRatio(t *testing.T) {
 	t.Parallel()
-	c := newCoalescer(10_000, 1<<20)
+	c := newCoalescer(10_000, 1024)
 	meta := shard.NewMeta(0, shard.FlagPadded)
 	var beats, writes int
 	for sec := int64(0); sec < 600; sec++ {
