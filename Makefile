@@ -84,13 +84,22 @@ check-rules: ## promtool: check deploy/prometheus/alerts.yml and run its unit te
 	promtool test rules deploy/prometheus/alerts_test.yml
 
 # Helm from the Go module proxy, pinned: CI (.ci/run) builds it once into
-# bin/ (a few minutes on 2 cores); `make bin/helm` does the same here.
+# bin/ (a few minutes on 2 cores); `make bin/helm` does the same here. The
+# build is kept per version in the user's cache (like Go's module and build
+# caches), so another clone on the same machine copies it instead of
+# building it again; delete HELM_CACHE to rebuild.
 HELM_VERSION ?= v3.22.0
 HELM ?= bin/helm
+HELM_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/flatline/helm-$(HELM_VERSION)
 CHART := deploy/helm/flatline
 
 bin/helm:
-	GOBIN="$(CURDIR)/bin" $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@if [ ! -x "$(HELM_CACHE)/helm" ]; then \
+		echo "GOBIN=$(HELM_CACHE) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)"; \
+		GOBIN="$(HELM_CACHE)" $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); \
+	fi
+	@mkdir -p bin
+	cp "$(HELM_CACHE)/helm" bin/helm
 
 # The chart's copy of the alert rules must equal deploy/prometheus/alerts.yml
 # (the PrometheusRule reads it with .Files.Get, which cannot reach outside the
