@@ -27,7 +27,7 @@ import (
 // first 100,000 do. Redis grows with the devices; the process must not.
 //
 // The heap is the child's, read from its GODEBUG=gctrace=1 lines (the
-// live heap each GC marked; GOGC=25 for more samples), not runtime.ReadMemStats of the test binary:
+// live heap each GC marked; GOGC=10 for more samples), not runtime.ReadMemStats of the test binary:
 // that also holds the in-process Kafka, which keeps every message and so
 // does grow. Peak RSS (VmHWM) is reported.
 //
@@ -82,7 +82,7 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 		"FLATLINE_HTTP_ADDR":              "127.0.0.1:0",
 		"GODEBUG":                         "gctrace=1",
 		// More, smaller GC cycles: more samples of the live heap.
-		"GOGC": "25",
+		"GOGC": "10",
 	})
 	logs := e2etest.NewLogBuffer(500)
 	logs.DumpOnFailure(t, "flatline serve")
