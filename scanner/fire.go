@@ -164,10 +164,11 @@ func (sc *shardScanner) units(n int) int {
 	return max(1, (n+per-1)/per)
 }
 
+// release ends batch's flight: its members stay in the in-flight set until
+// the pass's next read (forgetDone), no longer counted as active.
 func (sc *shardScanner) release(batch []shard.Member) {
 	sc.mu.Lock()
 	for _, m := range batch {
-		sc.inflight[m.ID] = false
 		sc.active--
 		sc.done = append(sc.done, m.ID)
 	}

@@ -38,14 +38,15 @@ type shardScanner struct {
 
 	mu  sync.Mutex
 	job gocron.Job // the current job (under mu: replaced when the shard is regained)
-	// inflight holds the members handed to dispatch: true while their
-	// batch is out, false once it completed. Completed entries stay until
-	// the pass's next read (forgetDone), because a read that began before
-	// a batch's removal may still return its members.
-	inflight map[string]bool
-	done     []string // members marked false since the last pass began
+	// inflight holds the members handed to dispatch, from claim until
+	// the pass's next read after their batch completed (forgetDone): a
+	// read that began before a batch's removal may still return its
+	// members. A member is claimed only while it is not in the set, so
+	// each one in done is there once, and still in the set.
+	inflight map[string]struct{}
+	done     []string // members whose batch completed since the last pass began
 	deleted  int      // deletions since the map was last rebuilt
-	active   int      // members with inflight[id] == true
+	active   int      // members in the set whose batch is still out
 	batches  int      // groups out, in units (see units) against max_inflight
 	timer    *time.Timer
 	timerAt  int64
@@ -234,18 +235,16 @@ func (sc *shardScanner) forgetDone() {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	for _, id := range sc.done {
-		if out, ok := sc.inflight[id]; ok && !out {
-			delete(sc.inflight, id)
-		}
+		delete(sc.inflight, id)
 	}
 	// Deleted slots of a Go map stay as tombstones that lengthen every
 	// lookup until the map grows; with members cycling through it at the
 	// drain rate, rebuild it once deletions outnumber its live entries.
 	sc.deleted += len(sc.done)
 	if sc.deleted > 4*len(sc.inflight)+1024 {
-		fresh := make(map[string]bool, len(sc.inflight))
-		for id, out := range sc.inflight {
-			fresh[id] = out
+		fresh := make(map[string]struct{}, len(sc.inflight))
+		for id := range sc.inflight {
+			fresh[id] = struct{}{}
 		}
 		sc.inflight, sc.deleted = fresh, 0
 	}
@@ -268,7 +267,7 @@ func (sc *shardScanner) claim(due []shard.Member) []shard.Member {
 		if _, ok := sc.inflight[m.ID]; ok {
 			continue
 		}
-		sc.inflight[m.ID] = true
+		sc.inflight[m.ID] = struct{}{}
 		sc.active++
 		fresh = append(fresh, m)
 	}

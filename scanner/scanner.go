@@ -137,7 +137,7 @@ func (s *Scanner) SetShards(ids []int) error {
 			delete(s.retired, id)
 			sc.stopped.Store(false)
 		} else {
-			sc = &shardScanner{s: s, id: id, inflight: make(map[string]bool),
+			sc = &shardScanner{s: s, id: id, inflight: make(map[string]struct{}),
 				backoff: retry.Backoff{Min: min(s.cfg.Interval, maxScanBackoff), Max: maxScanBackoff}}
 		}
 		job, err := s.sched.NewJob(gocron.DurationJob(s.cfg.Interval), gocron.NewTask(sc.pass),
