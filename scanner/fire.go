@@ -108,11 +108,7 @@ func (sc *shardScanner) reportRaced(ctx context.Context, raced []shard.Raced) er
 // heartbeat that ingest wrote before it saw the down set (see
 // shard.Store.Write): it is removed, if still unchanged, and never fires.
 func (sc *shardScanner) dropReplays(ctx context.Context, batch []shard.Member) ([]shard.Member, error) {
-	ids := make([]string, len(batch))
-	for k, m := range batch {
-		ids[k] = m.ID
-	}
-	downs, err := sc.s.opts.Store.DownScores(ctx, sc.id, ids)
+	downs, err := sc.s.opts.Store.DownScores(ctx, sc.id, batch)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func (s *Store) Fired(ctx context.Context, i int, ms []Member, pruneBelow float6
 	args[0] = strconv.FormatFloat(pruneBelow, 'f', -1, 64)
 	args[1] = len(ms)
 	for k, m := range ms {
-		args[2+k] = m.ID
+		args[2+k] = &ms[k].ID // a pointer: a string in an interface allocates
 		if k == 0 || m.Score != ms[k-1].Score {
 			args = append(args, int64(m.Score), 0) // whole numbers (see Score)
 		}

@@ -9,10 +9,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DownScores returns, for each of ids, the score of the timeout it fired in
+// DownScores returns, for each of ms, the score of the timeout it fired in
 // shard i, or 0 when it is not remembered as down.
-func (s *Store) DownScores(ctx context.Context, i int, ids []string) ([]float64, error) {
-	vals, err := s.rdb.ZMScore(ctx, s.keys.Down(i), ids...).Result()
+func (s *Store) DownScores(ctx context.Context, i int, ms []Member) ([]float64, error) {
+	// ZMSCORE built here with pointers to the ids: go-redis's ZMScore boxes
+	// each string into an interface, an allocation per member.
+	args := make([]any, 2+len(ms))
+	args[0], args[1] = "zmscore", s.keys.Down(i)
+	for k := range ms {
+		args[2+k] = &ms[k].ID
+	}
+	cmd := redis.NewFloatSliceCmd(ctx, args...)
+	_ = s.rdb.Process(ctx, cmd)
+	vals, err := cmd.Result()
 	if err != nil {
 		return nil, fmt.Errorf("read down set of shard %d: %w", i, err)
 	}
