@@ -11,8 +11,20 @@ import (
 // in order. It holds up to mergeHold records (or a batch, if larger), and a
 // batch takes the earliest of them by record time, across partitions (each
 // partition's in offset order, see waiting.take).
+//
+// A batch's records are decoded on a goroutine of their own (decodeAsync),
+// several batches side by side, while the batcher goes on taking the next;
+// sequence then checks them against the coalescing memory and hands them to
+// the writer one after the other, in the order they were taken.
 func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *processor, prepared chan<- *processor) {
 	size := in.cfg.BatchSize
+	decoding := make(chan *processor, cap(free))
+	sequenced := make(chan struct{})
+	go func() {
+		defer close(sequenced)
+		sequence(ctx, decoding, prepared)
+	}()
+	defer func() { <-sequenced }()
 	q := newWaiting()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -63,11 +75,34 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 			}
 		}
 		b := q.take(size)
-		p.prepare(b.chunks, b.order)
-		for _, c := range b.chunks {
-			c.slab.release()
-		}
+		p.decodeAsync(b)
 		b.reuse()
+		select {
+		case decoding <- p:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sequence takes the processors in the order the batcher started their
+// decoding, waits for each to finish, checks it against the coalescing
+// memory (in batch order, as the memory requires: see coalescer) and hands
+// it to the writer.
+func sequence(ctx context.Context, decoding <-chan *processor, prepared chan<- *processor) {
+	for {
+		var p *processor
+		select {
+		case p = <-decoding:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-p.decoded:
+		case <-ctx.Done():
+			return
+		}
+		p.coalesce()
 		select {
 		case prepared <- p:
 		case <-ctx.Done():

@@ -49,6 +49,39 @@ func records(prefix string, n int) []kfetch.Record {
 	return rs
 }
 
+// Batches are decoded side by side, but reach the writer in the order the
+// batcher took them, each with its own records: here a large batch whose
+// decoding takes longest, then a batch of one record.
+func TestBatchesDecodedSideBySideArriveInOrder(t *testing.T) {
+	t.Parallel()
+	const big = 4000
+	for round := 0; round < 20; round++ {
+		chunks, free, prepared := startBatcher(t, big, 3)
+		early := records("early", big)
+		late := records("late", 1)
+		late[0].Time = early[big-1].Time.Add(time.Second)
+		chunks <- chunk{partition: 1, msgs: early, next: big, sentMs: time.Now().UnixMilli()}
+		chunks <- chunk{partition: 2, msgs: late, next: 1, sentMs: time.Now().UnixMilli()}
+		for k, want := range []struct {
+			partition, n int
+			first        string
+		}{{1, big, "early-0"}, {2, 1, "late-0"}} {
+			var p *processor
+			select {
+			case p = <-prepared:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: batch %d never prepared", round, k+1)
+			}
+			offsets, _ := p.written()
+			if len(p.entries) != want.n || p.entries[0].id != want.first || len(offsets) != 1 || offsets[want.partition] != int64(want.n) {
+				t.Fatalf("round %d: batch %d holds %d devices from %q, offsets %v; want %d from %q, partition %d up to %d",
+					round, k+1, len(p.entries), p.entries[0].id, offsets, want.n, want.first, want.partition, want.n)
+			}
+			free <- p
+		}
+	}
+}
+
 // A chunk split at a batch's end hands its next offset — past what its
 // fetch skipped (transaction markers, aborted records) — to its tail, and
 // its head ends where the tail begins: each batch's written offset is

@@ -10,10 +10,12 @@
 //     marker, no record of an aborted transaction), and hands them on a
 //     chunk at a time; an offset out of range moves by kafka.start_offset;
 //   - the batcher (batch.go) gathers chunks into batches and prepares each
-//     (process.go): it decodes the records (decode.go, with jsonscan.go and
-//     rfc3339.go; invalid ones go to the dead-letter topic), keeps the
-//     newest heartbeat per device and, with ingest.coalesce_window, drops
-//     the writes already covered (coalesce.go);
+//     (process.go): a goroutine per batch decodes the records (decode.go,
+//     with jsonscan.go and rfc3339.go; invalid ones go to the dead-letter
+//     topic) and keeps the newest heartbeat per device, several batches
+//     side by side; then, one batch after the other in the batcher's order,
+//     its sequencer drops the writes ingest.coalesce_window says are
+//     already covered (coalesce.go) and hands the batch on;
 //   - the writer (write.go) sends each batch, grouped by shard under one
 //     layout snapshot, in one pipelined round trip, with two batches in
 //     Redis at once when their writes commute;

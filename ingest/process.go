@@ -40,6 +40,10 @@ type processor struct {
 	// are settled in batch order.
 	settleAfter <-chan struct{}
 	co          *coalescer // nil unless ingest.coalesce_window > 0; shared likewise
+	// job is the batch the processor decodes on a goroutine of its own
+	// (see decodeAsync), and decoded says when it is done.
+	job     batch
+	decoded chan struct{}
 }
 
 // entry is the newest state of one device within a batch.
@@ -69,7 +73,8 @@ func newProcessors(in *Ingest, n int) []*processor {
 		Up:   "ingest resumed"}
 	ps := make([]*processor, n)
 	for k := range ps {
-		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), resets: make(map[int]uint64), co: co, limiter: limiter, outage: outage}
+		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), resets: make(map[int]uint64), co: co, limiter: limiter, outage: outage,
+			decoded: make(chan struct{}, 1)}
 	}
 	return ps
 }
@@ -94,6 +99,29 @@ func (p *processor) reset() {
 // device and collects the invalid ones, ready for write: devices are written
 // in the order they were read. The chunks may be reused once it returns.
 func (p *processor) prepare(chunks []chunk, order []uint16) {
+	p.decode(chunks, order)
+	p.coalesce()
+}
+
+// decodeAsync decodes batch b (see decode) on a goroutine of its own, which
+// then lets go of b's chunks and signals p.decoded. b is copied: the
+// batcher reuses it at once.
+func (p *processor) decodeAsync(b *batch) {
+	p.job.chunks = append(p.job.chunks[:0], b.chunks...)
+	p.job.order = append(p.job.order[:0], b.order...)
+	go func() {
+		p.decode(p.job.chunks, p.job.order)
+		for _, c := range p.job.chunks {
+			c.slab.release()
+		}
+		p.job.reuse()
+		p.decoded <- struct{}{}
+	}()
+}
+
+// decode is prepare's first part, which batches may run side by side: it
+// decodes the chunks' records and keeps each device's newest state.
+func (p *processor) decode(chunks []chunk, order []uint16) {
 	p.reset()
 	read := p.read[:0]
 	for range chunks {
@@ -120,6 +148,11 @@ func (p *processor) prepare(chunks []chunk, order []uint16) {
 		}
 	}
 	p.in.opts.Metrics.HeartbeatsConsumed.Add(float64(len(order)))
+}
+
+// coalesce is prepare's second part, run for the batches in their order:
+// it drops the entries the coalescing memory says are written already.
+func (p *processor) coalesce() {
 	if p.co != nil {
 		// Each device's newest state, checked against what is already
 		// written: a covered one needs no write.
