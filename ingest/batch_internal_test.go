@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -25,7 +24,7 @@ func startBatcher(t *testing.T, batchSize, procs int) (chunks chan chunk, free, 
 	kc := kafkaconn.DefaultConfig()
 	kc.DeadLetterTopic = ""
 	in, err := New(cfg, Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: kc,
-		Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -98,7 +97,7 @@ func startReader(t *testing.T, brokers []string, topic string) *testReader {
 		t.Fatal(err)
 	}
 	r := &testReader{m: metrics.New(), out: make(chan chunk)}
-	in := &Ingest{opts: Options{Kafka: kc, Metrics: r.m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}}
+	in := &Ingest{opts: Options{Kafka: kc, Metrics: r.m, Log: slog.New(slog.DiscardHandler), Now: time.Now}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); in.newPartitionReader(dialer, 0, 0, r.out, &position{}).run(ctx) }()

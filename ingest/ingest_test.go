@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -90,7 +89,7 @@ func newStoppedRig(t *testing.T, redisArgs ...string) *rig {
 func (r *rig) start(t *testing.T, cfg ingest.Config) {
 	t.Helper()
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("FLATLINE_TEST_LOGS") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

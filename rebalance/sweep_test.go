@@ -3,7 +3,6 @@ package rebalance
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ func TestSweepMovesDownEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, _ := testenv.Store(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	w := NewWatcher(st, DefaultConfig(), log)
 	if _, err := w.Init(ctx, 16); err != nil {
 		t.Fatal(err)

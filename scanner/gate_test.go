@@ -2,7 +2,6 @@ package scanner_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ func TestGateTakesLocalRaisesBetweenPolls(t *testing.T) {
 	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: t0, 1: t0}); err != nil {
 		t.Fatal(err)
 	}
-	gate := scanner.NewGate(store, time.Hour, 0, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	gate := scanner.NewGate(store, time.Hour, 0, time.Hour, slog.New(slog.DiscardHandler))
 	advanced := make(chan int64, 10)
 	gate.OnAdvance(func(wm int64) { advanced <- wm })
 	go func() { _ = gate.Run(ctx) }()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -50,7 +49,7 @@ func testStaleWriter(t *testing.T, from, to int) {
 	store, _ := newStore(t)
 	kf := testenv.Kafka(t, 1, "device-timeouts")
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	if _, err := store.SetLayout(ctx, 0, shard.Layout{Count: from}); err != nil {
 		t.Fatal(err)
 	}

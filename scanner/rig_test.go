@@ -2,7 +2,6 @@ package scanner_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -33,7 +32,7 @@ func newStore(tb testing.TB) (*shard.Store, *redis.Client) {
 func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, brokers []string, shards []int) (<-chan string, *metrics.Metrics) {
 	t.Helper()
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package scanner_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -45,7 +44,7 @@ func BenchmarkDrain(b *testing.B) {
 	if err := st.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
 		b.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	gate := scanner.NewGate(st, time.Second, 0, time.Hour, log)
 	if err := gate.Refresh(ctx); err != nil {
 		b.Fatal(err)
