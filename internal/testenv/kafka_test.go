@@ -24,19 +24,28 @@ import (
 
 const partitions = 4
 
+// writer is a kafka-go Writer to topic with acks=all, sending each write at
+// once and retrying quickly; it is closed when the test ends.
+func writer(t *testing.T, k *testenv.KafkaCluster, topic string) *kafka.Writer {
+	w := &kafka.Writer{
+		Addr:            kafka.TCP(k.Brokers()...),
+		Topic:           topic,
+		RequiredAcks:    kafka.RequireAll,
+		BatchTimeout:    time.Millisecond,
+		WriteBackoffMin: 10 * time.Millisecond,
+		WriteBackoffMax: 20 * time.Millisecond,
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	return w
+}
+
 func TestKafkaWriterReader(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, time.Minute)
 	k := testenv.Kafka(t, partitions, "signals")
 
-	w := &kafka.Writer{
-		Addr:         kafka.TCP(k.Brokers()...),
-		Topic:        "signals",
-		Balancer:     &kafka.Murmur2Balancer{},
-		RequiredAcks: kafka.RequireAll,
-		BatchTimeout: time.Millisecond,
-	}
-	defer w.Close()
+	w := writer(t, k, "signals")
+	w.Balancer = &kafka.Murmur2Balancer{}
 	const n = 100
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
@@ -229,16 +238,9 @@ func TestKafkaUnknownTopicNotCreated(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, 30*time.Second)
 	k := testenv.Kafka(t, 1, "signals")
-	w := &kafka.Writer{
-		Addr:                   kafka.TCP(k.Brokers()...),
-		Topic:                  "nope",
-		RequiredAcks:           kafka.RequireAll,
-		AllowAutoTopicCreation: true,
-		MaxAttempts:            2,
-		WriteBackoffMin:        10 * time.Millisecond,
-		WriteBackoffMax:        20 * time.Millisecond,
-	}
-	defer w.Close()
+	w := writer(t, k, "nope")
+	w.AllowAutoTopicCreation = true
+	w.MaxAttempts = 2
 	err := w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: []byte("v")})
 	if !errors.Is(err, kafka.UnknownTopicOrPartition) {
 		t.Fatalf("write to unknown topic: %v, want UnknownTopicOrPartition", err)
@@ -266,15 +268,7 @@ func TestKafkaFaults(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, 30*time.Second)
 	k := testenv.Kafka(t, 1, "events")
-	w := &kafka.Writer{
-		Addr:            kafka.TCP(k.Brokers()...),
-		Topic:           "events",
-		RequiredAcks:    kafka.RequireAll,
-		BatchTimeout:    time.Millisecond,
-		WriteBackoffMin: 10 * time.Millisecond,
-		WriteBackoffMax: 20 * time.Millisecond,
-	}
-	defer w.Close()
+	w := writer(t, k, "events")
 	msg := kafka.Message{Key: []byte("d-1"), Value: []byte("{}")}
 
 	retriable := k.Cluster().Fault(kfake.Fault{
