@@ -190,6 +190,15 @@ func (f *Fleet) Finish(t testing.TB, c *Collector, wait time.Duration, w Want, i
 	return v
 }
 
+// Spread says how durations spread: "p50 … p99 … max …", rounded to the
+// millisecond. ds is left as it is.
+func Spread(ds []time.Duration) string {
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	at := func(p float64) time.Duration { return Percentile(sorted, p).Round(time.Millisecond) }
+	return fmt.Sprintf("p50 %v p99 %v max %v", at(.5), at(.99), at(1))
+}
+
 // Percentile of sorted durations.
 func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {

@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"net"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -18,10 +17,12 @@ import (
 // coordinator — move to the others) and starts it again on the same port
 // 2 s later (the leaders move once more), while 1,000 devices beat every
 // 200 ms with a 1 s timeout and 100 go silent around the restart. SPEC §7
-// "Leader moves and broker restarts": no false and no missed timeout, and
-// the silences due from the stop on are reported within 1 s of their
-// deadline (kfake gives every partition a reachable leader at once, so
-// that is the bound of "events within 1 s of a reachable leader").
+// "Leader moves and broker restarts": no false and no missed timeout. How
+// late the silences due from the stop on were reported is logged, not
+// asserted (a wall-clock bound under -race on a shared machine would
+// measure the machine): kfake gives every partition a reachable leader at
+// once, so SPEC's "within 1 s of a reachable leader" reads there as within
+// 1 s of the deadline.
 func TestBrokerRestart(t *testing.T) {
 	t.Parallel()
 	rng := seed(t)
@@ -64,12 +65,8 @@ func TestBrokerRestart(t *testing.T) {
 			after = append(after, evs[0].At.Sub(time.UnixMilli(evs[0].Ev.DeadlineMs)))
 		}
 	}
-	slices.Sort(after)
 	if len(after) == 0 {
 		t.Fatal("no silence was due after the broker stopped: the test proves nothing")
 	}
-	worst := e2etest.Percentile(after, 1)
-	t.Logf("%d silences due after the stop: lateness p50 %v p99 %v max %v; %v", len(after),
-		e2etest.Percentile(after, 0.5).Round(time.Millisecond), e2etest.Percentile(after, 0.99).Round(time.Millisecond),
-		worst.Round(time.Millisecond), v)
+	t.Logf("%d silences due after the stop: lateness %s; %v", len(after), e2etest.Spread(after), v)
 }

@@ -1,4 +1,4 @@
-package cluster_test
+package redismodes_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,10 +19,107 @@ import (
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
 )
+
+// TestEndToEndOnCluster is SPEC's core promise on a Redis Cluster: 16 shards
+// over 3 masters, 2,000 devices beating every 200 ms with a 1 s timeout,
+// 100 of them going silent: exactly those get exactly one timeout each, and
+// no live device gets one.
+func TestEndToEndOnCluster(t *testing.T) {
+	t.Parallel()
+	run := startOnCluster(t)
+
+	quiet := time.Now().Add(2 * time.Second) // once the fleet is tracked
+	run.StartFleet(t, "dev-", run.Every(quiet))
+
+	late := run.Finish(t, 45*time.Second, e2etest.ExactlyOnce).Late
+	t.Logf("%d timeouts; lateness deadline→received %s", len(late), e2etest.Spread(late))
+}
+
+// TestDoublingOnCluster doubles 16→32 shards on a Redis Cluster while the
+// fleet beats and devices go silent at random moments before, during and
+// after the migration: the layout finalizes by itself, and every silent
+// device gets exactly one timeout, no live one any.
+func TestDoublingOnCluster(t *testing.T) {
+	t.Parallel()
+	run := startOnCluster(t)
+	inst, events := run.Inst, run.Events
+
+	begin := time.Now().Add(2 * time.Second)
+	f := run.StartFleet(t, "dbl-", run.Schedule(rand.New(rand.NewPCG(8, 9)), begin, begin.Add(5*time.Second)))
+
+	// Scale once silences have begun and the first have fired.
+	e2etest.Eventually(t, 30*time.Second, "the first silent device to time out", func() bool { return f.Fired(events) > 0 })
+	l := e2etest.Rescale(t, inst, 16, 32, 30*time.Second)
+	// Every member sits in its shard under 32, on whichever master.
+	misplaced, total, err := rebalance.CountMisplaced(context.Background(), inst.Store, l)
+	if err != nil || misplaced != 0 || total == 0 {
+		t.Errorf("after finalizing: %d of %d members misplaced (err %v)", misplaced, total, err)
+	}
+	f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: run.Timeout, Shards: 32}, inst)
+}
+
+// TestOneAddressReachesTheWholeCluster is a managed cluster's configuration
+// endpoint: redis.addrs names one node of a 3-master cluster and redis.mode
+// is auto, so flatline asks that node, finds cluster mode enabled and uses a
+// cluster client. Every shard works: the deadlines land on all three
+// masters, each silent device gets exactly one timeout and no live one any,
+// and /status reports the cluster.
+func TestOneAddressReachesTheWholeCluster(t *testing.T) {
+	t.Parallel()
+	c := testenv.RedisCluster(t, 3)
+	run := e2etest.Scenario{Devices: 600, Silent: 60, Partitions: clusterPartitions, Shards: 16}.StartOnRedis(t, c.Addrs()[1:2], func(cfg *configs.Config) {
+		if cfg.Redis.Mode != redisconn.ModeAuto {
+			t.Fatalf("redis.mode %q; the test is about auto", cfg.Redis.Mode)
+		}
+		cfg.HTTP.Addr = "127.0.0.1:0"
+	})
+	inst, cfg := run.Inst, run.Cfg
+
+	quiet := time.Now().Add(2 * time.Second)
+	run.StartFleet(t, "ep-", run.Every(quiet))
+
+	// Before the silences: every master holds some shards' deadlines.
+	ctx := testenv.Context(t, time.Minute)
+	e2etest.EventuallyNil(t, 20*time.Second, "deadlines on every master", func() error {
+		st, err := rebalance.ReadStatus(ctx, inst.Store, time.Now())
+		if err != nil {
+			return err
+		}
+		if st.Tracked < int64(run.Devices) {
+			return nil
+		}
+		for _, n := range c.Nodes() {
+			keys, err := n.Client(t).Keys(ctx, cfg.Redis.KeyPrefix+":{*}:deadlines").Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				return fmt.Errorf("master %s holds no shard's deadlines", n.Addr())
+			}
+		}
+		return nil
+	})
+
+	st, err := redisStatus(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := redisconn.Status{Mode: redisconn.ModeCluster, MaxmemoryPolicy: "noeviction", Persistence: redisconn.PersistOff}
+	if st != want {
+		t.Errorf("/status redis %+v, want %+v", st, want)
+	}
+	if n := inst.Log.Count("Redis persistence is off"); n != 3 {
+		t.Errorf("%d persistence warnings at start, want one per master (3)", n)
+	}
+
+	run.Finish(t, 45*time.Second, e2etest.ExactlyOnce)
+}
 
 // TestStoreOnCluster runs every shard.Store operation, and so every Lua
 // script, against a 3-master cluster through the client flatline builds from
