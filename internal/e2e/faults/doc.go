@@ -9,6 +9,6 @@
 // end-to-end suites (instances, the fleet, the collector and the verdict,
 // Eventually) is internal/e2e/e2etest; what only fault tests need lives
 // here: real `flatline serve` processes (proc_test.go), a workaround for
-// group members kfake never expires (ghosts_test.go) and replayable random
-// seeds (seed_test.go).
+// group members kfake never expires (ghosts_test.go), and the load, the
+// replayable random seeds and the poller the tests share (harness_test.go).
 package faults

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,30 +67,6 @@ func reapGhosts(t *testing.T, brokers []string, group string, session time.Durat
 		stopPoll()
 		return int(reaped.Load())
 	}
-}
-
-// pollEvery calls fn every period on a goroutine of its own until the
-// returned stop is called or the test ends; stop returns once fn has.
-func pollEvery(t *testing.T, period time.Duration, fn func(ctx context.Context)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			fn(ctx)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
-	return stop
 }
 
 // establishedLocalPorts returns the local ports (decimal strings) of the

@@ -109,28 +109,15 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 	}
 
 	// Scrape progress and RSS every 50 ms while the devices stream through.
-	ctx, cancel := context.WithCancel(context.Background())
-	scraped := make(chan struct{})
 	var rssAtPhase, rssAtEnd atomic.Int64
-	go func() {
-		defer close(scraped)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if n, ok := scrapeCounter(metricsURL, "flatline_heartbeats_consumed_total"); ok {
-				consumed.Store(n)
-				if n >= int64(phase) && rssAtPhase.Load() == 0 {
-					rssAtPhase.Store(procStatusKB(p.cmd.Process.Pid, "VmRSS"))
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
+	defer pollEvery(t, 50*time.Millisecond, func(context.Context) {
+		if n, ok := scrapeCounter(metricsURL, "flatline_heartbeats_consumed_total"); ok {
+			consumed.Store(n)
+			if n >= int64(phase) && rssAtPhase.Load() == 0 {
+				rssAtPhase.Store(procStatusKB(p.cmd.Process.Pid, "VmRSS"))
 			}
 		}
-	}()
-	defer func() { cancel(); <-scraped }()
+	})()
 
 	start := time.Now()
 	produceDevices(t, k.Brokers(), total)

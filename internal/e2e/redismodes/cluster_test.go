@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -26,42 +27,20 @@ import (
 	"github.com/flatline-dev/flatline/shard"
 )
 
-// TestEndToEndOnCluster is SPEC's core promise on a Redis Cluster: 16 shards
-// over 3 masters, 2,000 devices beating every 200 ms with a 1 s timeout,
-// 100 of them going silent: exactly those get exactly one timeout each, and
-// no live device gets one.
-func TestEndToEndOnCluster(t *testing.T) {
-	t.Parallel()
-	run := startOnCluster(t)
+// clusterPartitions is the signals topic's partition count on a cluster.
+const clusterPartitions = 8
 
-	quiet := time.Now().Add(2 * time.Second) // once the fleet is tracked
-	run.StartFleet(t, "dev-", run.Every(quiet))
+// suite is the cluster suite's load: 2,000 devices beating every 200 ms
+// with a 1 s timeout, 100 of them going silent, on 8 partitions and 16
+// shards.
+var suite = e2etest.Scenario{Devices: 2000, Silent: 100, Partitions: clusterPartitions, Shards: 16}
 
-	late := run.Finish(t, 45*time.Second, e2etest.ExactlyOnce).Late
-	t.Logf("%d timeouts; lateness deadline→received %s", len(late), e2etest.Spread(late))
-}
-
-// TestDoublingOnCluster doubles 16→32 shards on a Redis Cluster while the
-// fleet beats and devices go silent at random moments before, during and
-// after the migration: the layout finalizes by itself, and every silent
-// device gets exactly one timeout, no live one any.
-func TestDoublingOnCluster(t *testing.T) {
-	t.Parallel()
-	run := startOnCluster(t)
-	inst, events := run.Inst, run.Events
-
-	begin := time.Now().Add(2 * time.Second)
-	f := run.StartFleet(t, "dbl-", run.Schedule(rand.New(rand.NewPCG(8, 9)), begin, begin.Add(5*time.Second)))
-
-	// Scale once silences have begun and the first have fired.
-	e2etest.Eventually(t, 30*time.Second, "the first silent device to time out", func() bool { return f.Fired(events) > 0 })
-	l := e2etest.Rescale(t, inst, 16, 32, 30*time.Second)
-	// Every member sits in its shard under 32, on whichever master.
-	misplaced, total, err := rebalance.CountMisplaced(context.Background(), inst.Store, l)
-	if err != nil || misplaced != 0 || total == 0 {
-		t.Errorf("after finalizing: %d of %d members misplaced (err %v)", misplaced, total, err)
-	}
-	f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: run.Timeout, Shards: 32}, inst)
+// startOnCluster starts a 3-master Redis Cluster and runs the suite's
+// scenario on it.
+func startOnCluster(t *testing.T) *e2etest.Run {
+	t.Helper()
+	c := testenv.RedisCluster(t, 3)
+	return suite.StartOnRedis(t, c.Addrs(), nil)
 }
 
 // TestOneAddressReachesTheWholeCluster is a managed cluster's configuration
@@ -119,6 +98,44 @@ func TestOneAddressReachesTheWholeCluster(t *testing.T) {
 	}
 
 	run.Finish(t, 45*time.Second, e2etest.ExactlyOnce)
+}
+
+// TestEndToEndOnCluster is SPEC's core promise on a Redis Cluster: 16 shards
+// over 3 masters, 2,000 devices beating every 200 ms with a 1 s timeout,
+// 100 of them going silent: exactly those get exactly one timeout each, and
+// no live device gets one.
+func TestEndToEndOnCluster(t *testing.T) {
+	t.Parallel()
+	run := startOnCluster(t)
+
+	quiet := time.Now().Add(2 * time.Second) // once the fleet is tracked
+	run.StartFleet(t, "dev-", run.Every(quiet))
+
+	late := run.Finish(t, 45*time.Second, e2etest.ExactlyOnce).Late
+	t.Logf("%d timeouts; lateness deadline→received %s", len(late), e2etest.Spread(late))
+}
+
+// TestDoublingOnCluster doubles 16→32 shards on a Redis Cluster while the
+// fleet beats and devices go silent at random moments before, during and
+// after the migration: the layout finalizes by itself, and every silent
+// device gets exactly one timeout, no live one any.
+func TestDoublingOnCluster(t *testing.T) {
+	t.Parallel()
+	run := startOnCluster(t)
+	inst, events := run.Inst, run.Events
+
+	begin := time.Now().Add(2 * time.Second)
+	f := run.StartFleet(t, "dbl-", run.Schedule(rand.New(rand.NewPCG(8, 9)), begin, begin.Add(5*time.Second)))
+
+	// Scale once silences have begun and the first have fired.
+	e2etest.Eventually(t, 30*time.Second, "the first silent device to time out", func() bool { return f.Fired(events) > 0 })
+	l := e2etest.Rescale(t, inst, 16, 32, 30*time.Second)
+	// Every member sits in its shard under 32, on whichever master.
+	misplaced, total, err := rebalance.CountMisplaced(context.Background(), inst.Store, l)
+	if err != nil || misplaced != 0 || total == 0 {
+		t.Errorf("after finalizing: %d of %d members misplaced (err %v)", misplaced, total, err)
+	}
+	f.Finish(t, events, 45*time.Second, e2etest.Want{Timeout: run.Timeout, Shards: 32}, inst)
 }
 
 // TestStoreOnCluster runs every shard.Store operation, and so every Lua
@@ -681,4 +698,21 @@ func flushScripts(t *testing.T, ctx context.Context, cc *redis.ClusterClient) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// redisStatus is the redis object of inst's /status. Right after a
+// failover it may fail (a pooled connection to the dead primary): callers
+// that wait for a state retry it.
+func redisStatus(inst *e2etest.Instance) (redisconn.Status, error) {
+	body, err := e2etest.HTTPGet("http://" + inst.HTTP.Addr() + "/status")
+	if err != nil {
+		return redisconn.Status{}, err
+	}
+	var st struct {
+		Redis redisconn.Status `json:"redis"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return redisconn.Status{}, fmt.Errorf("decode /status: %w", err)
+	}
+	return st.Redis, nil
 }

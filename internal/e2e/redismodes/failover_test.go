@@ -12,76 +12,14 @@ import (
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
-// TestFailoverThroughSentinels runs an instance with redis.mode sentinel
-// (Sentinels and data nodes each with their own password) while a fleet
-// beats: a first group of devices goes silent and times out, the primary
-// is killed -9, the Sentinels promote the replica, and a second group that
-// goes silent after that times out too, with the last heartbeat flatline
-// wrote to the promoted primary. No live device times out. A repeat of a
-// timeout carries the original's event_id (without redis.wait_replicas a
-// failover may lose the removal of a fired member).
-func TestFailoverThroughSentinels(t *testing.T) {
-	t.Parallel()
-	const dataPW, sentinelPW = "data-Pw-e2e", "sentinel-Pw-e2e"
-	s := testenv.RedisSentinel(t, testenv.SentinelOptions{Password: dataPW, SentinelPassword: sentinelPW})
-	// 400 devices beating every 200 ms with a 1 s timeout, on 8 shards.
-	run := e2etest.Scenario{Devices: 400, Partitions: sentinelPartitions, Shards: 8}.StartOnRedis(t, s.Addrs(), func(cfg *configs.Config) {
-		cfg.Redis.Mode = redisconn.ModeSentinel
-		cfg.Redis.Sentinel.Master = s.Master()
-		cfg.Redis.Password = dataPW
-		cfg.Redis.Sentinel.Password = sentinelPW
-		cfg.HTTP.Addr = "127.0.0.1:0"
-	})
-	inst, events, devices := run.Inst, run.Events, run.Devices
+// sentinelPartitions is the signals topic's partition count behind
+// Sentinels.
+const sentinelPartitions = 4
 
-	// Group A goes silent 2 s in; group B well after the failover that
-	// follows A's timeouts (which takes about 2 s).
-	start := time.Now()
-	ids := e2etest.IDs("sen-", devices)
-	silentAt := make([]time.Time, devices)
-	var groupA, groupB []string
-	for i := 0; i < devices; i += 20 {
-		silentAt[i] = start.Add(2 * time.Second)
-		groupA = append(groupA, ids[i])
-		silentAt[i+10] = start.Add(12 * time.Second)
-		groupB = append(groupB, ids[i+10])
-	}
-	run.StartFleet(t, "sen-", silentAt)
-
-	old := s.Primary()
-	if n, err := old.Client(t).DBSize(testenv.Context(t, 5*time.Second)).Result(); err != nil || n == 0 {
-		t.Errorf("the primary %s holds %d keys (%v): flatline's writes do not reach it", old.Addr(), n, err)
-	}
-	if st, err := redisStatus(inst); err != nil {
-		t.Fatal(err)
-	} else if st.Mode != redisconn.ModeSentinel || st.Replicas != 1 {
-		t.Errorf("/status redis %+v before the failover; want mode sentinel, 1 replica", st)
-	}
-	e2etest.Eventually(t, 20*time.Second, "group A's timeouts", func() bool { return events.CountDevices(groupA) == len(groupA) })
-
-	killed := time.Now()
-	old.Kill()
-	promoted := s.WaitFailover(old, 30*time.Second)
-	took := time.Since(killed)
-	inst.Log.Note("test: killed primary %s; %s promoted %v later", old.Addr(), promoted.Addr(), took.Round(time.Millisecond))
-	t.Logf("primary %s killed -9; the Sentinels promoted %s %v later", old.Addr(), promoted.Addr(), took.Round(time.Millisecond))
-	if time.Now().After(silentAt[10]) {
-		t.Logf("the failover ended after group B went silent: group B does not show work after it")
-	}
-	e2etest.EventuallyNil(t, 20*time.Second, "/status to show the promoted primary", func() error {
-		st, err := redisStatus(inst)
-		if err != nil {
-			return err
-		}
-		if st.Mode != redisconn.ModeSentinel || st.Replicas != 0 || st.Error != "" {
-			return fmt.Errorf("/status redis %+v; want mode sentinel, 0 replicas (the old primary is dead)", st)
-		}
-		return nil
-	})
-
-	v := run.Finish(t, 45*time.Second, e2etest.AtLeastOnce)
-	t.Logf("%v", v)
-}
+// failoverScenario is the load of the failover tests: 2,000 devices
+// beating every 200 ms with a 1 s timeout, 150 of them going silent at
+// moments around the failover, on 16 shards.
+var failoverScenario = e2etest.Scenario{Devices: 2000, Silent: 150, Shards: 16}
 
 // TestFailoverWithLaggingReplica is SPEC §7's promise for a failover, on a
 // Redis Cluster (3 masters with a replica each, node timeout 1 s) and on a
@@ -164,6 +102,77 @@ func sentinelWithReplica(t *testing.T, replicas int) (*e2etest.Run, topology) {
 	}
 }
 
+// TestFailoverThroughSentinels runs an instance with redis.mode sentinel
+// (Sentinels and data nodes each with their own password) while a fleet
+// beats: a first group of devices goes silent and times out, the primary
+// is killed -9, the Sentinels promote the replica, and a second group that
+// goes silent after that times out too, with the last heartbeat flatline
+// wrote to the promoted primary. No live device times out. A repeat of a
+// timeout carries the original's event_id (without redis.wait_replicas a
+// failover may lose the removal of a fired member).
+func TestFailoverThroughSentinels(t *testing.T) {
+	t.Parallel()
+	const dataPW, sentinelPW = "data-Pw-e2e", "sentinel-Pw-e2e"
+	s := testenv.RedisSentinel(t, testenv.SentinelOptions{Password: dataPW, SentinelPassword: sentinelPW})
+	// 400 devices beating every 200 ms with a 1 s timeout, on 8 shards.
+	run := e2etest.Scenario{Devices: 400, Partitions: sentinelPartitions, Shards: 8}.StartOnRedis(t, s.Addrs(), func(cfg *configs.Config) {
+		cfg.Redis.Mode = redisconn.ModeSentinel
+		cfg.Redis.Sentinel.Master = s.Master()
+		cfg.Redis.Password = dataPW
+		cfg.Redis.Sentinel.Password = sentinelPW
+		cfg.HTTP.Addr = "127.0.0.1:0"
+	})
+	inst, events, devices := run.Inst, run.Events, run.Devices
+
+	// Group A goes silent 2 s in; group B well after the failover that
+	// follows A's timeouts (which takes about 2 s).
+	start := time.Now()
+	ids := e2etest.IDs("sen-", devices)
+	silentAt := make([]time.Time, devices)
+	var groupA, groupB []string
+	for i := 0; i < devices; i += 20 {
+		silentAt[i] = start.Add(2 * time.Second)
+		groupA = append(groupA, ids[i])
+		silentAt[i+10] = start.Add(12 * time.Second)
+		groupB = append(groupB, ids[i+10])
+	}
+	run.StartFleet(t, "sen-", silentAt)
+
+	old := s.Primary()
+	if n, err := old.Client(t).DBSize(testenv.Context(t, 5*time.Second)).Result(); err != nil || n == 0 {
+		t.Errorf("the primary %s holds %d keys (%v): flatline's writes do not reach it", old.Addr(), n, err)
+	}
+	if st, err := redisStatus(inst); err != nil {
+		t.Fatal(err)
+	} else if st.Mode != redisconn.ModeSentinel || st.Replicas != 1 {
+		t.Errorf("/status redis %+v before the failover; want mode sentinel, 1 replica", st)
+	}
+	e2etest.Eventually(t, 20*time.Second, "group A's timeouts", func() bool { return events.CountDevices(groupA) == len(groupA) })
+
+	killed := time.Now()
+	old.Kill()
+	promoted := s.WaitFailover(old, 30*time.Second)
+	took := time.Since(killed)
+	inst.Log.Note("test: killed primary %s; %s promoted %v later", old.Addr(), promoted.Addr(), took.Round(time.Millisecond))
+	t.Logf("primary %s killed -9; the Sentinels promoted %s %v later", old.Addr(), promoted.Addr(), took.Round(time.Millisecond))
+	if time.Now().After(silentAt[10]) {
+		t.Logf("the failover ended after group B went silent: group B does not show work after it")
+	}
+	e2etest.EventuallyNil(t, 20*time.Second, "/status to show the promoted primary", func() error {
+		st, err := redisStatus(inst)
+		if err != nil {
+			return err
+		}
+		if st.Mode != redisconn.ModeSentinel || st.Replicas != 0 || st.Error != "" {
+			return fmt.Errorf("/status redis %+v; want mode sentinel, 0 replicas (the old primary is dead)", st)
+		}
+		return nil
+	})
+
+	v := run.Finish(t, 45*time.Second, e2etest.AtLeastOnce)
+	t.Logf("%v", v)
+}
+
 // finishFailover ends a failover test of a Redis topology (Cluster or
 // Sentinel) killed at killed: with asserted set, e2etest.Fleet.Finish; otherwise
 // (a run without redis.wait_replicas, whose losses are the point)
@@ -236,11 +245,6 @@ func (l *lenient) Errorf(format string, args ...any) {
 }
 
 func (l *lenient) Fatalf(format string, args ...any) { l.Errorf(format, args...) }
-
-// failoverScenario is the load of the failover tests: 2,000 devices
-// beating every 200 ms with a 1 s timeout, 150 of them going silent at
-// moments around the failover, on 16 shards.
-var failoverScenario = e2etest.Scenario{Devices: 2000, Silent: 150, Shards: 16}
 
 // replUserArgs are the arguments of a data node (redis-server) whose
 // replicas replicate as the user "repl" with password pass: the user a
