@@ -1,8 +1,6 @@
 package faults_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -111,7 +109,12 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 	// Scrape progress and RSS every 50 ms while the devices stream through.
 	var rssAtPhase, rssAtEnd atomic.Int64
 	defer pollEvery(t, 50*time.Millisecond, func(context.Context) {
-		if n, ok := scrapeCounter(metricsURL, "flatline_heartbeats_consumed_total"); ok {
+		m, err := e2etest.ScrapeMetrics(metricsURL)
+		if err != nil {
+			return
+		}
+		if v, ok := m.Value("flatline_heartbeats_consumed_total"); ok {
+			n := int64(v)
 			consumed.Store(n)
 			if n >= int64(phase) && rssAtPhase.Load() == 0 {
 				rssAtPhase.Store(procStatusKB(p.cmd.Process.Pid, "VmRSS"))
@@ -194,22 +197,6 @@ func produceDevices(t *testing.T, brokers []string, n int) {
 			t.Fatalf("produce devices %d…: %v", base, err)
 		}
 	}
-}
-
-// scrapeCounter reads an unlabelled counter from a Prometheus text page.
-func scrapeCounter(url, name string) (int64, bool) {
-	resp, err := e2etest.HTTPGet(url)
-	if err != nil {
-		return 0, false
-	}
-	sc := bufio.NewScanner(bytes.NewReader(resp))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int64(f), err == nil
-		}
-	}
-	return 0, false
 }
 
 // procStatusKB reads a "kB" field (VmRSS, VmHWM) of /proc/<pid>/status.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +14,6 @@ import (
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/rebalance"
 )
-
-// series returns the value of the one sample of /metrics whose name and
-// labels are exactly sel (`name` or `name{a="b"}`), and whether there is one.
-func series(body, sel string) (float64, bool) {
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sel) + ` (\S+)$`).FindStringSubmatch(body)
-	if m == nil {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	return v, err == nil
-}
 
 // TestDevicesDownEndpointAnswersAsTheCommand: devices that time out are
 // listed by GET /devices/down as `flatline devices down -o json` lists them
@@ -112,15 +99,19 @@ func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
 		t.Errorf("?limit=3: %d devices, truncated %v; want 3, true", len(l.Devices), l.Truncated)
 	}
 
-	body := string(in.get(t, "/metrics"))
-	for sel, want := range map[string]float64{
-		`flatline_devices_down{class="cam"}`:     cams,
-		`flatline_devices_down{class=""}`:        plain,
-		`flatline_devices_down{class="gateway"}`: 0,
-		`flatline_devices_tracked`:               live,
+	m := in.metrics(t)
+	for _, s := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"flatline_devices_down", []string{"class", "cam"}, cams},
+		{"flatline_devices_down", []string{"class", ""}, plain},
+		{"flatline_devices_down", []string{"class", "gateway"}, 0},
+		{"flatline_devices_tracked", nil, live},
 	} {
-		if got, ok := series(body, sel); !ok || got != want {
-			t.Errorf("%s = %v (present %v), want %v", sel, got, ok, want)
+		if got, ok := m.Value(s.name, s.labels...); !ok || got != s.want {
+			t.Errorf("%s%q = %v (present %v), want %v", s.name, s.labels, got, ok, s.want)
 		}
 	}
 }
@@ -139,10 +130,10 @@ func TestRedisGaugesAreAbsentWhileRedisIsDown(t *testing.T) {
 		"flatline_shard_due_backlog", "flatline_devices_tracked", "flatline_devices_down",
 		"flatline_watermark_timestamp_seconds", "flatline_watermark_lag_seconds",
 	}
-	present := func(body string) []string {
+	present := func(m e2etest.Metrics) []string {
 		var out []string
 		for _, name := range fromRedis {
-			if regexp.MustCompile(`(?m)^` + name + `[{ ]`).MatchString(body) {
+			if m.Samples(name) > 0 {
 				out = append(out, name)
 			}
 		}
@@ -150,13 +141,13 @@ func TestRedisGaugesAreAbsentWhileRedisIsDown(t *testing.T) {
 	}
 	up := func(want float64) func() error {
 		return func() error {
-			body := string(in.get(t, "/metrics"))
-			if v, ok := series(body, "flatline_cluster_state_up"); !ok || v != want {
+			m := in.metrics(t)
+			if v, ok := m.Value("flatline_cluster_state_up"); !ok || v != want {
 				return fmt.Errorf("flatline_cluster_state_up = %v (present %v), want %v", v, ok, want)
 			}
-			got := present(body)
+			got := present(m)
 			if want == 1 {
-				if tracked, _ := series(body, "flatline_devices_tracked"); tracked != live || !slices.Equal(got, fromRedis) {
+				if tracked, _ := m.Value("flatline_devices_tracked"); tracked != live || !slices.Equal(got, fromRedis) {
 					return fmt.Errorf("tracked %v, want %d; present %v, want %v", tracked, live, got, fromRedis)
 				}
 			} else if len(got) > 0 {

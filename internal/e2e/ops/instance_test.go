@@ -105,6 +105,16 @@ func (in *instance) get(t *testing.T, path string) []byte {
 	return body
 }
 
+// metrics is the instance's /metrics page, parsed.
+func (in *instance) metrics(t *testing.T) e2etest.Metrics {
+	t.Helper()
+	m, err := e2etest.ParseMetrics(in.get(t, "/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // heartbeats returns one heartbeat for each of n devices named
 // prefix0..prefix{n-1}.
 func heartbeats(prefix string, n, timeoutMs int) []heartbeat {

@@ -8,10 +8,11 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/flatline-dev/flatline/deploy"
 	"github.com/flatline-dev/flatline/ingest"
@@ -38,16 +39,16 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	msgs = append(msgs, heartbeat{key: "broken-1", raw: []byte("not json")})
 	in.send(t, msgs)
 
-	var exp exposition
+	var exp e2etest.Metrics
 	e2etest.EventuallyNil(t, 20*time.Second, "timeouts published and the fleet tracked", func() error {
-		exp = scrape(t, in)
-		if got := exp.sum("flatline_timeouts_published_total"); got < silent {
+		exp = in.metrics(t)
+		if got := exp.Sum("flatline_timeouts_published_total"); got < silent {
 			return fmt.Errorf("%v timeouts published, want %d", got, silent)
 		}
-		if got := exp.sum("flatline_shard_devices"); got != live {
+		if got := exp.Sum("flatline_shard_devices"); got != live {
 			return fmt.Errorf("flatline_shard_devices sums to %v, want %d", got, live)
 		}
-		if got := exp.sum("flatline_dead_lettered_total"); got != 1 {
+		if got := exp.Sum("flatline_dead_lettered_total"); got != 1 {
 			return fmt.Errorf("%v dead-lettered, want 1", got)
 		}
 		return nil
@@ -55,22 +56,22 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 
 	// The cluster-wide gauges agree with /status.
 	st := in.status(t)
-	if got := exp.sum("flatline_layout_shards"); got != float64(st.Layout.Count) || st.Layout.Count != shards {
+	if got := exp.Sum("flatline_layout_shards"); got != float64(st.Layout.Count) || st.Layout.Count != shards {
 		t.Errorf("flatline_layout_shards = %v, /status layout count %d, configured %d", got, st.Layout.Count, shards)
 	}
-	if got := len(exp.samples["flatline_shard_devices"]); got != shards {
+	if got := exp.Samples("flatline_shard_devices"); got != shards {
 		t.Errorf("flatline_shard_devices has %d series, want one per shard (%d)", got, shards)
 	}
-	if got := len(exp.samples["flatline_shard_due_backlog"]); got != shards {
+	if got := exp.Samples("flatline_shard_due_backlog"); got != shards {
 		t.Errorf("flatline_shard_due_backlog has %d series, want one per shard (%d)", got, shards)
 	}
-	if got := exp.sum("flatline_scanner_leases_owned"); got != shards {
+	if got := exp.Sum("flatline_scanner_leases_owned"); got != shards {
 		t.Errorf("flatline_scanner_leases_owned = %v, want %d", got, shards)
 	}
-	if exp.sum("flatline_watermark_timestamp_seconds") <= 0 {
+	if exp.Sum("flatline_watermark_timestamp_seconds") <= 0 {
 		t.Errorf("flatline_watermark_timestamp_seconds is not set")
 	}
-	if got := len(exp.samples["flatline_heartbeats_invalid_total"]); got != len(ingest.AllReasons) {
+	if got := exp.Samples("flatline_heartbeats_invalid_total"); got != len(ingest.AllReasons) {
 		t.Errorf("flatline_heartbeats_invalid_total has %d series, want one per reason (%d)", got, len(ingest.AllReasons))
 	}
 	reasons := make([]string, len(ingest.AllReasons))
@@ -88,7 +89,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 			t.Errorf("%s: query uses no flatline metric: %s", where, expr)
 		}
 		for _, n := range names {
-			family := exp.family(n)
+			family := family(exp, n)
 			if family == "" {
 				t.Errorf("%s: %s is not exported by a running instance (query: %s)", where, n, oneLine(expr))
 				continue
@@ -125,7 +126,7 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	}
 
 	var unused []string
-	for f := range exp.types {
+	for f := range exp {
 		if strings.HasPrefix(f, "flatline_") && !used[f] {
 			unused = append(unused, f)
 		}
@@ -134,52 +135,15 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	t.Logf("%d flatline metrics used by the dashboard and rules; exported but unused: %v", len(used), unused)
 }
 
-// exposition is a parsed Prometheus text scrape.
-type exposition struct {
-	types   map[string]string    // family -> counter, gauge, histogram, ...
-	samples map[string][]float64 // sample name -> values (one per label set)
-}
-
-func scrape(t *testing.T, in *instance) exposition {
-	t.Helper()
-	e := exposition{types: map[string]string{}, samples: map[string][]float64{}}
-	for _, line := range strings.Split(string(in.get(t, "/metrics")), "\n") {
-		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
-			if f := strings.Fields(rest); len(f) == 2 {
-				e.types[f[0]] = f[1]
-			}
-			continue
-		}
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name := line[:strings.IndexAny(line, "{ ")]
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("unparsable sample %q", line)
-		}
-		e.samples[name] = append(e.samples[name], v)
-	}
-	return e
-}
-
-func (e exposition) sum(name string) float64 {
-	var s float64
-	for _, v := range e.samples[name] {
-		s += v
-	}
-	return s
-}
-
 // family returns the exported metric family a query identifier refers to
 // (a histogram's _bucket, _sum and _count are its family), or "" when the
 // scrape has no such series.
-func (e exposition) family(name string) string {
-	if _, ok := e.types[name]; ok && len(e.samples[name]) > 0 {
+func family(m e2etest.Metrics, name string) string {
+	if m[name].GetType() != dto.MetricType_HISTOGRAM && m.Samples(name) > 0 {
 		return name
 	}
 	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		if base, ok := strings.CutSuffix(name, suffix); ok && e.types[base] == "histogram" && len(e.samples[name]) > 0 {
+		if base, ok := strings.CutSuffix(name, suffix); ok && m[base].GetType() == dto.MetricType_HISTOGRAM && m.Samples(base) > 0 {
 			return base
 		}
 	}
