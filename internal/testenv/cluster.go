@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,27 +157,17 @@ func (c *ClusterServer) waitOK(timeout time.Duration) error {
 	}
 	for _, n := range c.nodes {
 		rc := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, PoolSize: 1})
-		err := func() error {
-			defer rc.Close()
-			var last string
-			for {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				info, err := rc.ClusterInfo(ctx).Result()
-				cancel()
-				if err == nil && hasAll(info, want) {
-					return nil
-				}
-				if err != nil {
-					last = err.Error()
-				} else {
-					last = strings.ReplaceAll(strings.TrimSpace(info), "\r\n", " ")
-				}
-				if time.Now().After(deadline) {
-					return fmt.Errorf("node %s not ok within %v: %s", n.Addr(), timeout, last)
-				}
-				time.Sleep(20 * time.Millisecond)
+		err := poll(deadline, func(ctx context.Context) error {
+			info, err := rc.ClusterInfo(ctx).Result()
+			if err != nil {
+				return fmt.Errorf("node %s not ok within %v: %v", n.Addr(), timeout, err)
 			}
-		}()
+			if !hasAll(info, want) {
+				return fmt.Errorf("node %s not ok within %v: %s", n.Addr(), timeout, strings.ReplaceAll(strings.TrimSpace(info), "\r\n", " "))
+			}
+			return nil
+		})
+		_ = rc.Close()
 		if err != nil {
 			return err
 		}
@@ -184,17 +175,11 @@ func (c *ClusterServer) waitOK(timeout time.Duration) error {
 	return nil
 }
 
+// hasAll says whether every line of want is a line of info.
 func hasAll(info string, want []string) bool {
 	lines := strings.Split(info, "\r\n")
 	for _, w := range want {
-		found := false
-		for _, l := range lines {
-			if l == w {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !slices.Contains(lines, w) {
 			return false
 		}
 	}

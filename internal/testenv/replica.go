@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,26 +32,36 @@ func RedisReplica(t testing.TB, primary *RedisServer, extraArgs ...string) *Redi
 // timeout.
 func WaitReplicaLink(t testing.TB, replica *RedisServer, status string, timeout time.Duration) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: replica.Addr(), Password: replica.password, MaxRetries: -1, PoolSize: 1})
-	defer c.Close()
 	want := "master_link_status:" + status + "\r\n"
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	waitReplication(t, replica, "master link "+status, timeout, func(info string) bool { return strings.Contains(info, want) })
+}
+
+// WaitRole polls INFO replication of n until it reports role (master or
+// slave), and for a replica its link up, failing the test after timeout.
+func WaitRole(t testing.TB, n *RedisServer, role string, timeout time.Duration) {
+	t.Helper()
+	waitReplication(t, n, "role "+role, timeout, func(info string) bool {
+		return strings.Contains(info, "role:"+role+"\r\n") && (role == "master" || strings.Contains(info, "master_link_status:up"))
+	})
+}
+
+// waitReplication polls INFO replication of n until holds says it holds,
+// failing the test after timeout with what n answered last.
+func waitReplication(t testing.TB, n *RedisServer, what string, timeout time.Duration, holds func(info string) bool) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: n.Addr(), Password: n.password, MaxRetries: -1, PoolSize: 1})
+	defer c.Close()
+	err := poll(time.Now().Add(timeout), func(ctx context.Context) error {
 		info, err := c.Info(ctx, "replication").Result()
-		cancel()
-		if err == nil && strings.Contains(info, want) {
-			return
-		}
 		if err != nil {
-			last = err.Error()
-		} else {
-			last = strings.ReplaceAll(strings.TrimSpace(info), "\r\n", " ")
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testenv: replica %s: master link not %s within %v: %s", replica.Addr(), status, timeout, last)
+		if !holds(info) {
+			return errors.New(strings.ReplaceAll(strings.TrimSpace(info), "\r\n", " "))
 		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("testenv: %s: not %s within %v: %v", n.Addr(), what, timeout, err)
 	}
 }

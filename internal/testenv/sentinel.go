@@ -326,20 +326,3 @@ func (s *SentinelSet) dumpOnFailure() {
 		s.t.Logf("testenv: sentinel %d (%s) log tail:\n%s", i, n.Addr(), n.logTail(40))
 	}
 }
-
-// poll calls f every 50 ms, each call bounded by a second, until it
-// returns nil or the deadline passes; then it returns f's last error.
-func poll(deadline time.Time, f func(context.Context) error) error {
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := f(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}

@@ -40,3 +40,20 @@ func Prefix(t testing.TB) string {
 	}
 	return "t" + hex.EncodeToString(b[:])
 }
+
+// poll calls f every 20 ms, each call bounded by a second, until it
+// returns nil or the deadline passes; then it returns f's last error.
+func poll(deadline time.Time, f func(context.Context) error) error {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := f(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
