@@ -174,8 +174,8 @@ func TestFailoverThroughSentinels(t *testing.T) {
 }
 
 // finishFailover ends a failover test of a Redis topology (Cluster or
-// Sentinel) killed at killed: with asserted set, e2etest.Fleet.Finish; otherwise
-// (a run without redis.wait_replicas, whose losses are the point)
+// Sentinel) killed at killed: with asserted set, Fleet.Finish; otherwise (a
+// run without redis.wait_replicas, whose losses are the point)
 // finishLenient. It logs the verdict, the live devices that got a timeout,
 // how long after the kill timeouts flowed again (the first event of a
 // silence due after it) and the lateness.
@@ -208,7 +208,7 @@ func finishFailover(t *testing.T, f *e2etest.Fleet, events *e2etest.Collector, w
 	return v
 }
 
-// finishLenient is e2etest.Fleet.Finish for a run whose losses are reported, not
+// finishLenient is Fleet.Finish for a run whose losses are reported, not
 // asserted: it waits a while for the silent devices' timeouts without
 // failing, and the verdict's complaints go to the log.
 func finishLenient(t *testing.T, f *e2etest.Fleet, events *e2etest.Collector, w e2etest.Want, inst *e2etest.Instance) e2etest.Verdict {
