@@ -3,8 +3,9 @@
 // and a configuration pointing at them), in-process instances whose log is
 // kept for the report of a failed test, a fleet that beats into the signals
 // topic, a collector of the timeouts topic, the verdict that exactly the
-// silent devices got their timeout with every field right, and Eventually,
-// the one way a test waits for a condition; and Scenario, the shape of a
+// silent devices got their timeout with every field right, Eventually,
+// the one way a test waits for a condition, and Metrics, a /metrics page
+// read with Prometheus' own parser; and Scenario, the shape of a
 // fleet test (devices, silences, rhythm, timeout, partitions, shards) with
 // the one set-up of such a test (Scenario.Start: environment, instance,
 // collector; Run.StartFleet, Run.Finish). Tests only.
