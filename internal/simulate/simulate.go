@@ -13,8 +13,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 )
 
 // Config describes the simulated fleet.

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
-	"github.com/segmentio/kafka-go"
 )
 
 const signals = "device-signals"

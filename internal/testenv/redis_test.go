@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 func TestRedisServersAreIsolated(t *testing.T) {
