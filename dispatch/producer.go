@@ -138,9 +138,7 @@ func (p *producer) Close() {
 	default:
 	}
 	<-p.done
-	if tr, ok := p.client.Transport.(*kafka.Transport); ok {
-		tr.CloseIdleConnections()
-	}
+	kafkaconn.CloseClient(p.client)
 }
 
 func (p *producer) run() {
@@ -271,9 +269,7 @@ func (p *producer) renew() {
 	if err != nil {
 		return // the same settings built the first one; keep it
 	}
-	if old, ok := p.client.Transport.(*kafka.Transport); ok {
-		old.CloseIdleConnections()
-	}
+	kafkaconn.CloseClient(p.client)
 	p.client.Transport = tr
 }
 

@@ -34,7 +34,17 @@ func (in *Ingest) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("join consumer group %q: %w", in.opts.Kafka.GroupID, err)
 	}
-	defer group.Close()
+	// Each generation asks the brokers through a client of its own, whose
+	// Transport has no metadata cached from before a rebalance (partitions
+	// added to the topic are routed at once). kafka-go hands out the next
+	// generation only once every goroutine of the last one has returned,
+	// and Close waits for them too: then its client is closed, its
+	// connections and metadata goroutine with it.
+	var genClient *kafka.Client
+	defer func() {
+		_ = group.Close()
+		kafkaconn.CloseClient(genClient)
+	}()
 	in.sizeDeadLetters(ctx)
 	unavailable := retry.Outage{Log: in.opts.Log, Down: "consumer group unavailable, retrying"}
 	// A steady pace, like kafka-go's own JoinGroupBackoff: the group is
@@ -48,7 +58,8 @@ func (in *Ingest) Run(ctx context.Context) error {
 			return nil // only the end of ctx ends the retries
 		}
 		unavailable.Succeeded()
-		in.runGeneration(ctx, gen)
+		kafkaconn.CloseClient(genClient)
+		genClient = in.runGeneration(ctx, gen)
 	}
 }
 
@@ -77,6 +88,7 @@ func (in *Ingest) sizeDeadLetters(ctx context.Context) {
 	limit := kafkaconn.DefaultMaxMessageBytes
 	if client, err := in.client(); err == nil {
 		limit = kafkaconn.MaxMessageBytes(ctx, client, in.opts.Kafka.DeadLetterTopic)
+		kafkaconn.CloseClient(client)
 	}
 	in.dlq.BatchBytes = int64(limit - 100) // the batch header is not counted by kafka-go
 	in.dlqRoom = max(limit-deadLetterOverhead, 64)
@@ -94,8 +106,9 @@ const groupRetry = 500 * time.Millisecond
 // runGeneration starts the goroutines of one consumer-group generation: a
 // reader per assigned partition, the batcher, the writer, the commit and
 // raise loops and the prober. gen.Start ties each to the generation, which
-// waits for all of them before the next one begins.
-func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
+// waits for all of them before the next one begins. It returns the client
+// the generation uses, for Run to close once the generation is over.
+func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) *kafka.Client {
 	topic := in.opts.Kafka.SignalsTopic
 	assigned := gen.Assignments[topic]
 	parts := make([]int, len(assigned))
@@ -106,12 +119,12 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 	client, err := in.client()
 	if err != nil {
 		in.opts.Log.Error("kafka client", "err", err)
-		return
+		return nil
 	}
 	if len(assigned) == 0 {
 		// Nothing to read; keep the generation until it ends.
 		gen.Start(func(gctx context.Context) { <-gctx.Done() })
-		return
+		return client
 	}
 	// The start offsets are asked inside the generation and asked again
 	// until they come: returning here instead would leave the partitions
@@ -130,6 +143,7 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) {
 		// returns: this one stays until the generation ends.
 		<-gctx.Done()
 	})
+	return client
 }
 
 // startPartitions starts the rest of a generation once its start offsets
@@ -164,12 +178,10 @@ func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, a
 	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos, confirmed) })
 }
 
+// client builds a kafka-go client with a Transport of its own; its owner
+// closes it with kafkaconn.CloseClient.
 func (in *Ingest) client() (*kafka.Client, error) {
-	tr, err := in.opts.Kafka.Transport()
-	if err != nil {
-		return nil, err
-	}
-	return &kafka.Client{Addr: kafka.TCP(in.opts.Kafka.Brokers...), Transport: tr, Timeout: 10 * time.Second}, nil
+	return in.opts.Kafka.Client(10 * time.Second)
 }
 
 // startOffset is kafka.start_offset in kafka-go's words: what the consumer

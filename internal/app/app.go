@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/dispatch"
@@ -39,7 +40,10 @@ type App struct {
 	// policy names the classes in scores (the registry as of start-up).
 	policy *timeouts.Policy
 
-	rdb       redis.UniversalClient
+	rdb redis.UniversalClient
+	// kafka asks the brokers the instance's own questions (start-up
+	// checks, /readyz): one client for the life of the process.
+	kafka     *kafka.Client
 	Store     *shard.Store
 	Watcher   *rebalance.Watcher
 	Gate      *scanner.Gate
@@ -89,7 +93,11 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 // failure before it leaves no listener behind).
 func (a *App) build(ctx context.Context, hooks Hooks) error {
 	cfg, log := a.cfg, a.log
-	if err := checkKafkaAtStart(ctx, cfg, log); err != nil {
+	var err error
+	if a.kafka, err = kafkaClient(cfg); err != nil {
+		return err
+	}
+	if err := checkKafkaAtStart(ctx, a.kafka, cfg, log); err != nil {
 		return err
 	}
 	policy, err := LoadPolicy(ctx, a.Store, cfg.Timeouts)

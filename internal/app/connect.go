@@ -98,16 +98,12 @@ func checkRedisAtStart(ctx context.Context, rdb redis.UniversalClient, rc redisc
 // checkKafka asks the brokers for the signals and timeouts topics' metadata:
 // it fails when the brokers cannot be reached or refuse the credentials.
 // /readyz uses it; start-up asks more of the brokers (checkKafkaAtStart).
-func checkKafka(ctx context.Context, cfg configs.Config) error {
-	_, err := kafkaMetadata(ctx, cfg, []string{cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic})
+func checkKafka(ctx context.Context, client *kafka.Client, cfg configs.Config) error {
+	_, err := kafkaMetadata(ctx, client, cfg, []string{cfg.Kafka.SignalsTopic, cfg.Kafka.TimeoutsTopic})
 	return err
 }
 
-func kafkaMetadata(ctx context.Context, cfg configs.Config, topics []string) (*kafka.MetadataResponse, error) {
-	client, err := kafkaClient(cfg)
-	if err != nil {
-		return nil, err
-	}
+func kafkaMetadata(ctx context.Context, client *kafka.Client, cfg configs.Config, topics []string) (*kafka.MetadataResponse, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	md, err := client.Metadata(cctx, &kafka.MetadataRequest{Topics: topics})
@@ -118,12 +114,11 @@ func kafkaMetadata(ctx context.Context, cfg configs.Config, topics []string) (*k
 	return md, nil
 }
 
+// kafkaClient is the instance's one client for its own questions to the
+// brokers (start-up checks, /readyz), built once and closed last: one built
+// per call would leave its connections and goroutines behind.
 func kafkaClient(cfg configs.Config) (*kafka.Client, error) {
-	tr, err := cfg.Kafka.Transport()
-	if err != nil {
-		return nil, err
-	}
-	return &kafka.Client{Addr: kafka.TCP(cfg.Kafka.Brokers...), Transport: tr, Timeout: connectTimeout}, nil
+	return cfg.Kafka.Client(connectTimeout)
 }
 
 // checkKafkaAtStart refuses to start, with one line naming the problem, on
@@ -131,7 +126,7 @@ func kafkaClient(cfg configs.Config) (*kafka.Client, error) {
 // forever behind a warning: a topic that does not exist (ingest would wait
 // for partitions, dispatch would retry every event), or a session timeout
 // the brokers refuse (every join of the consumer group would fail).
-func checkKafkaAtStart(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
+func checkKafkaAtStart(ctx context.Context, client *kafka.Client, cfg configs.Config, log *slog.Logger) error {
 	need := []struct{ key, topic string }{
 		{"kafka.signals_topic", cfg.Kafka.SignalsTopic},
 		{"kafka.timeouts_topic", cfg.Kafka.TimeoutsTopic},
@@ -143,7 +138,7 @@ func checkKafkaAtStart(ctx context.Context, cfg configs.Config, log *slog.Logger
 	for i, n := range need {
 		topics[i] = n.topic
 	}
-	md, err := kafkaMetadata(ctx, cfg, topics)
+	md, err := kafkaMetadata(ctx, client, cfg, topics)
 	if err != nil {
 		return err
 	}
@@ -161,7 +156,7 @@ func checkKafkaAtStart(ctx context.Context, cfg configs.Config, log *slog.Logger
 	if !slices.Contains(cfg.Roles, "ingest") {
 		return nil // only the consumer group has a session
 	}
-	lo, hi, err := sessionBounds(ctx, cfg, md)
+	lo, hi, err := sessionBounds(ctx, client, md)
 	if err != nil {
 		// Reading broker configs may be denied (DescribeConfigs ACL):
 		// then the brokers' own refusal is what the operator sees.
@@ -176,13 +171,9 @@ func checkKafkaAtStart(ctx context.Context, cfg configs.Config, log *slog.Logger
 
 // sessionBounds reads group.min/max.session.timeout.ms of one broker (they
 // are cluster-wide settings in practice).
-func sessionBounds(ctx context.Context, cfg configs.Config, md *kafka.MetadataResponse) (lo, hi time.Duration, err error) {
+func sessionBounds(ctx context.Context, client *kafka.Client, md *kafka.MetadataResponse) (lo, hi time.Duration, err error) {
 	if len(md.Brokers) == 0 {
 		return 0, 0, errors.New("metadata lists no broker")
-	}
-	client, err := kafkaClient(cfg)
-	if err != nil {
-		return 0, 0, err
 	}
 	const minKey, maxKey = "group.min.session.timeout.ms", "group.max.session.timeout.ms"
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)

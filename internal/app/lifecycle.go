@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/flatline-dev/flatline/internal/kafkaconn"
 )
 
 // part is one long-running piece of the instance. Every part keeps the same
@@ -65,6 +67,9 @@ func (a *App) stages() []stage {
 	}
 	if a.Sweeper != nil {
 		shared.parts = append(shared.parts, part{"sweeper", a.Sweeper.Run})
+	}
+	if a.kafka != nil {
+		shared.closers = append(shared.closers, closer{"kafka client close", func() error { kafkaconn.CloseClient(a.kafka); return nil }})
 	}
 	if a.rdb != nil {
 		shared.closers = append(shared.closers, closer{"redis close", a.rdb.Close})

@@ -19,7 +19,7 @@ func (a *App) ready(ctx context.Context) error {
 	if a.Watcher.Current().Count == 0 {
 		return errors.New("layout not loaded")
 	}
-	return checkKafka(ctx, a.cfg)
+	return checkKafka(ctx, a.kafka, a.cfg)
 }
 
 // status answers /status: the same document as `flatline shards status

@@ -167,6 +167,30 @@ func (c Config) Dialer() (*kafka.Dialer, error) {
 	return &kafka.Dialer{Timeout: 10 * time.Second, DualStack: true, SASLMechanism: mech, TLS: tc}, nil
 }
 
+// Client builds a kafka-go client over a Transport of its own. A Transport
+// keeps a connection pool and a metadata goroutine per broker address for
+// as long as it lives: the owner of the client closes it (CloseClient) once
+// nothing sends through it, and never builds one per request.
+func (c Config) Client(timeout time.Duration) (*kafka.Client, error) {
+	tr, err := c.Transport()
+	if err != nil {
+		return nil, err
+	}
+	return &kafka.Client{Addr: kafka.TCP(c.Brokers...), Transport: tr, Timeout: timeout}, nil
+}
+
+// CloseClient closes the connections of a client's Transport and stops its
+// metadata goroutine; nil is a no-op. Connections in use are closed once
+// their request ends.
+func CloseClient(c *kafka.Client) {
+	if c == nil {
+		return
+	}
+	if tr, ok := c.Transport.(*kafka.Transport); ok {
+		tr.CloseIdleConnections()
+	}
+}
+
 // Transport builds the transport for writers and clients.
 func (c Config) Transport() (*kafka.Transport, error) {
 	mech, tc, err := c.security()
