@@ -1,5 +1,5 @@
 // Command flatline-bench measures flatline end to end on this machine, the
-// scenarios of issue #7, and prints a table and writes a JSON result under
+// scenarios of docs/performance.md, and prints a table and writes a JSON result under
 // bench/results/ with the machine's description.
 //
 // Every scenario gets a fresh redis-server (a child process, never a Redis
@@ -80,7 +80,7 @@ type options struct {
 	profiles []string
 }
 
-// The sizes of issue #7.
+// The reference sizes, at which the targets of docs/performance.md are measured.
 var issueSizes = map[string]int{
 	"ingest-devices": 200_000, "ingest-heartbeats": 2_000_000, "lat-devices": 1_000_000,
 	"lat-rate": 100_000, "lat-probes": 2000, "mass-devices": 1_000_000, "mem-devices": 1_000_000,
@@ -296,7 +296,7 @@ func run() int {
 	return 0
 }
 
-// describeScale says how the sizes relate to issue #7's.
+// describeScale says how the sizes relate to the reference sizes.
 func (o *options) describeScale() string {
 	got := map[string]int{
 		"ingest-devices": o.ingestDevices, "ingest-heartbeats": o.ingestHeartbeats, "lat-devices": o.latDevices,

@@ -1,4 +1,4 @@
-// Package faults holds flatline's fault-injection tests (issue #6): a
+// Package faults holds flatline's fault-injection tests: a
 // `serve` process killed with SIGKILL under load, Redis and Kafka outages,
 // a corpus of invalid heartbeats, the memory bound of one instance as the
 // number of devices grows, and the binary's handling of secrets. Each runs against a real redis-server and an

@@ -29,7 +29,7 @@ import (
 // that also holds the in-process Kafka, which keeps every message and so
 // does grow. Peak RSS (VmHWM) is reported.
 //
-// TestMemoryBoundedSoak is the full check of issue #6, 5,000,000 ids; it
+// TestMemoryBoundedSoak is the full-size check, 5,000,000 ids; it
 // runs only with FLATLINE_SOAK=1 (it takes minutes and a few GB in the
 // test process for kfake's copy of the messages).
 //
