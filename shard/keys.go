@@ -50,8 +50,21 @@ func (k Keys) Lease(i int) string { return k.shardKey(i, "lease") }
 func (k Keys) Layout() string { return k.prefix + ":layout" }
 
 // Watermarks is the HASH partition -> wm(p) in Unix ms, plus the field
-// "partitions" holding the signals topic's partition count.
+// "partitions" holding the signals topic's partition count and the storm
+// guard's stalls, holds and storm name (see storm.go).
 func (k Keys) Watermarks() string { return k.prefix + ":watermarks" }
+
+// Traffic is the HASH partition -> "<last record ms>,<high-water mark>,
+// <stall threshold ms>,<busy 0|1>": what the owner of each signals
+// partition learned of its traffic, for the storm guard of its next owner.
+// (The storm guard's shared state is in Watermarks: see storm.go.)
+func (k Keys) Traffic() string { return k.prefix + ":traffic" }
+
+// FiredCounts is the HASH of the storm guard's counts: "<unix second>" ->
+// timeouts fired in that second, "t:<storm id>" and "r:<storm id>" -> the
+// timeouts and recoveries of a storm. It expires an hour after its last
+// write.
+func (k Keys) FiredCounts() string { return k.prefix + ":fired" }
 
 // Instances is the ZSET of live instances: member = instance id, score = the
 // Unix ms of its last registration (see Store.RegisterInstance).

@@ -23,18 +23,24 @@ func loadScript(name string) *redis.Script {
 }
 
 var (
-	scriptDownClr  = loadScript("down_clear")
-	scriptDownCnt  = loadScript("down_count")
-	scriptFired    = loadScript("fired")
-	scriptRemoveIf = loadScript("remove_if")
-	scriptForget   = loadScript("forget")
-	scriptWMRaise  = loadScript("watermark_raise")
-	scriptClasses  = loadScript("classes_register")
-	scriptRenew    = loadScript("lease_renew")
-	scriptRelease  = loadScript("lease_release")
-	scriptLayout   = loadScript("layout_set")
-	allScripts     = []*redis.Script{scriptDownClr, scriptDownCnt, scriptFired, scriptRemoveIf, scriptForget,
-		scriptWMRaise, scriptClasses, scriptRenew, scriptRelease, scriptLayout}
+	scriptDownClr     = loadScript("down_clear")
+	scriptDownCnt     = loadScript("down_count")
+	scriptFired       = loadScript("fired")
+	scriptRemoveIf    = loadScript("remove_if")
+	scriptForget      = loadScript("forget")
+	scriptWMRaise     = loadScript("watermark_raise")
+	scriptClasses     = loadScript("classes_register")
+	scriptRenew       = loadScript("lease_renew")
+	scriptRelease     = loadScript("lease_release")
+	scriptLayout      = loadScript("layout_set")
+	scriptStallMark   = loadScript("stall_mark")
+	scriptStallEnd    = loadScript("stall_end")
+	scriptStallExpire = loadScript("stall_expire")
+	scriptStormName   = loadScript("storm_name")
+	scriptReenter     = loadScript("reenter")
+	allScripts        = []*redis.Script{scriptDownClr, scriptDownCnt, scriptFired, scriptRemoveIf, scriptForget,
+		scriptWMRaise, scriptClasses, scriptRenew, scriptRelease, scriptLayout,
+		scriptStallMark, scriptStallEnd, scriptStallExpire, scriptStormName, scriptReenter}
 )
 
 // Store is flatline's Redis store. It is safe for concurrent use.

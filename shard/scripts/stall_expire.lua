@@ -1,0 +1,42 @@
+-- stall_expire.lua: stalled partitions stop holding firing (storm.max_hold
+-- passed, or `flatline storm release`). They stay stalled until records
+-- flow again; once every stall of the hold expired, the hold expires too
+-- and its deadlines fire.
+--
+-- KEYS[1]  watermarks HASH (fields: see stall_mark.lua)
+-- ARGV[1 ..]  the partitions; none: every stalled partition
+--
+-- Returns the number of stalls that expired now.
+local n = 0
+local function expire(f)
+  local v = redis.call('HGET', KEYS[1], f)
+  if v and string.sub(v, -2) == ',0' then
+    redis.call('HSET', KEYS[1], f, string.sub(v, 1, -2) .. '1')
+    n = n + 1
+  end
+end
+if #ARGV == 0 then
+  for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if string.sub(f, 1, 6) == 'stall:' then
+      expire(f)
+    end
+  end
+else
+  for _, p in ipairs(ARGV) do
+    expire('stall:' .. p)
+  end
+end
+local all = true
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(f, 1, 6) == 'stall:' then
+    local v = redis.call('HGET', KEYS[1], f)
+    if string.sub(v, -2) == ',0' then
+      all = false
+    end
+  end
+end
+local hold = redis.call('HGET', KEYS[1], 'hold')
+if all and hold and string.sub(hold, -2) == ',0' then
+  redis.call('HSET', KEYS[1], 'hold', string.sub(hold, 1, -2) .. '1')
+end
+return n

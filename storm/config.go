@@ -1,0 +1,62 @@
+package storm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the storm section of the configuration.
+type Config struct {
+	// StallAfter is how long a busy signals partition's high-water mark may
+	// stay still before the partition counts as stalled; a partition whose
+	// records are usually further apart waits five of its usual gaps
+	// instead. Must be below timeouts.min: a deadline within StallAfter of
+	// an outage's start may still fire. Default: 500ms.
+	StallAfter time.Duration `config:"stall_after"`
+	// MinDevices is how many distinct devices a partition's recent traffic
+	// must come from for it to stall (a few devices dying is not an
+	// outage), and how many timeouts a window must hold, besides
+	// Threshold, to declare a storm. Default: 100.
+	MinDevices int `config:"min_devices"`
+	// MaxHold bounds a hold, from the stall's detection: then the
+	// partition's watermark follows probes again and the held deadlines
+	// fire, each with a storm_id. 0 turns holding off. Default: 5m.
+	MaxHold time.Duration `config:"max_hold"`
+	// Threshold is the fraction of tracked devices that must time out
+	// within Window to declare a storm. Default: 0.01.
+	Threshold float64 `config:"threshold"`
+	// Window is the span over which timeouts are counted for storms, and
+	// the span of recent traffic a partition's distinct devices are
+	// counted over. Default: 10s.
+	Window time.Duration `config:"window"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{StallAfter: 500 * time.Millisecond, MinDevices: 100, MaxHold: 5 * time.Minute, Threshold: 0.01, Window: 10 * time.Second}
+}
+
+// Validate checks the section; errors name the offending key. That
+// stall_after stays below timeouts.min is checked where both are known
+// (configs).
+func (c Config) Validate() error {
+	if c.StallAfter < 10*time.Millisecond || c.StallAfter > time.Hour {
+		return fmt.Errorf("storm.stall_after: must be within [10ms, 1h], got %s", c.StallAfter)
+	}
+	if c.MinDevices < 1 || c.MinDevices > 1_000_000 {
+		return fmt.Errorf("storm.min_devices: must be within [1, 1000000], got %d", c.MinDevices)
+	}
+	if c.MaxHold < 0 || c.MaxHold > 24*time.Hour {
+		return fmt.Errorf("storm.max_hold: must be within [0, 24h], got %s", c.MaxHold)
+	}
+	if !(c.Threshold > 0 && c.Threshold <= 1) {
+		return fmt.Errorf("storm.threshold: must be a fraction within (0, 1], got %v", c.Threshold)
+	}
+	if c.Window < time.Second || c.Window > time.Hour {
+		return fmt.Errorf("storm.window: must be within [1s, 1h], got %s", c.Window)
+	}
+	return nil
+}
+
+// Holding reports whether stalled partitions hold firing at all.
+func (c Config) Holding() bool { return c.MaxHold > 0 }
