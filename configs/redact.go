@@ -18,6 +18,9 @@ const redacted = "<redacted>"
 
 // secretKeys are the keys whose values Redacted hides. The stage packages
 // own their structs, so the list lives here rather than in a struct tag.
+// The password_file keys are not among them: they hold where a secret is,
+// not the secret (read only when a client is built, never into a printed
+// field), and a hidden path would keep the output from loading back.
 var secretKeys = map[string]bool{
 	"redis.password":          true,
 	"redis.sentinel.password": true,

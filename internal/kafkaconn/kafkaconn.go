@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/flatline-dev/flatline/internal/secret"
 	"github.com/flatline-dev/flatline/internal/tlsconf"
 )
 
@@ -52,6 +53,10 @@ type SASLConfig struct {
 	Mechanism string `config:"mechanism"`
 	Username  string `config:"username"`
 	Password  string `config:"password"`
+	// PasswordFile names a file holding Password instead (a mounted
+	// Kubernetes Secret), read when a dialer or transport is built; set
+	// one of the two. Default: "" (none).
+	PasswordFile string `config:"password_file"`
 }
 
 // The values of kafka.start_offset.
@@ -128,19 +133,35 @@ func (c Config) Validate() error {
 	if c.SASL.Mechanism != "" && c.SASL.Username == "" {
 		return fmt.Errorf("kafka.sasl.username: required with kafka.sasl.mechanism")
 	}
+	// Read here too, so that a missing or unreadable file fails `config
+	// validate` and the start, naming the key, rather than the first dial.
+	if _, err := c.password(); err != nil {
+		return err
+	}
 	return c.TLS.Validate("kafka.tls")
 }
 
+// password is kafka.sasl.password, read from its file if set there.
+func (c Config) password() (string, error) {
+	return secret.Password("kafka.sasl.password", c.SASL.Password, c.SASL.PasswordFile)
+}
+
 func (c Config) mechanism() (sasl.Mechanism, error) {
-	switch strings.ToUpper(c.SASL.Mechanism) {
-	case "":
+	mech := strings.ToUpper(c.SASL.Mechanism)
+	if mech == "" {
 		return nil, nil
+	}
+	pw, err := c.password()
+	if err != nil {
+		return nil, err
+	}
+	switch mech {
 	case "PLAIN":
-		return plain.Mechanism{Username: c.SASL.Username, Password: c.SASL.Password}, nil
+		return plain.Mechanism{Username: c.SASL.Username, Password: pw}, nil
 	case "SCRAM-SHA-256":
-		return scram.Mechanism(scram.SHA256, c.SASL.Username, c.SASL.Password)
+		return scram.Mechanism(scram.SHA256, c.SASL.Username, pw)
 	case "SCRAM-SHA-512":
-		return scram.Mechanism(scram.SHA512, c.SASL.Username, c.SASL.Password)
+		return scram.Mechanism(scram.SHA512, c.SASL.Username, pw)
 	}
 	return nil, fmt.Errorf("kafka.sasl.mechanism: unsupported %q", c.SASL.Mechanism)
 }

@@ -153,7 +153,7 @@ func TestUnreachableInAutoMode(t *testing.T) {
 
 // TestSentinelMode: through Sentinels that require their own password, to
 // data nodes that require theirs, writes reach the primary; wrong Sentinel
-// credentials are one line.
+// credentials are one line; both passwords may come from files.
 func TestSentinelMode(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, time.Minute)
@@ -191,6 +191,22 @@ func TestSentinelMode(t *testing.T) {
 	_, _, err = app.Connect(ctx, bad)
 	oneLine(t, err, "wrong", "redis")
 	t.Logf("wrong sentinel password: %v", err)
+
+	// Both passwords from files, as Kubernetes mounts Secrets.
+	files := c
+	files.Password, files.PasswordFile = "", writeSecret(t, dataPW+"\n")
+	files.Sentinel.Password, files.Sentinel.PasswordFile = "", writeSecret(t, sentinelPW+"\n")
+	if err := files.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rdb2, store2, err := app.Connect(ctx, files)
+	if err != nil {
+		t.Fatalf("connect through the sentinels with password files: %v", err)
+	}
+	defer rdb2.Close()
+	if err := store2.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestInspect reads each fact from CONFIG GET where allowed and from INFO

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/internal/secret"
 	"github.com/flatline-dev/flatline/internal/tlsconf"
 )
 
@@ -63,6 +64,10 @@ type Config struct {
 	// requirepass); with Sentinel, to the master and replicas.
 	Username string `config:"username"`
 	Password string `config:"password"`
+	// PasswordFile names a file holding Password instead (a mounted
+	// Kubernetes Secret), read when the client is built; set one of the
+	// two. Default: "" (none).
+	PasswordFile string `config:"password_file"`
 	// DB selects the database (standalone and sentinel; a cluster has only
 	// db 0). Default: 0.
 	DB int `config:"db"`
@@ -93,6 +98,9 @@ type SentinelConfig struct {
 	// (their requirepass or an ACL user of theirs); empty for none.
 	Username string `config:"username"`
 	Password string `config:"password"`
+	// PasswordFile names a file holding Password instead, read when the
+	// client is built; set one of the two. Default: "" (none).
+	PasswordFile string `config:"password_file"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -135,7 +143,29 @@ func (c Config) Validate() error {
 	if c.WaitTimeout <= 0 {
 		return fmt.Errorf("redis.wait_timeout: must be positive, got %s", c.WaitTimeout)
 	}
+	// The files are read here too, so that a missing or unreadable one
+	// fails `config validate` and the start, naming the key, rather than
+	// the first connection.
+	if _, err := c.passwords(); err != nil {
+		return err
+	}
 	return c.TLS.Validate("redis.tls")
+}
+
+// passwords returns c with its passwords read from their files, if set
+// there.
+func (c Config) passwords() (Config, error) {
+	pw, err := secret.Password("redis.password", c.Password, c.PasswordFile)
+	if err != nil {
+		return Config{}, err
+	}
+	spw, err := secret.Password("redis.sentinel.password", c.Sentinel.Password, c.Sentinel.PasswordFile)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Password, c.PasswordFile = pw, ""
+	c.Sentinel.Password, c.Sentinel.PasswordFile = spw, ""
+	return c, nil
 }
 
 // readTimeout is the client's socket read timeout: go-redis's default (0
@@ -158,6 +188,10 @@ func (c Config) readTimeout() time.Duration {
 // a client was built for.
 func New(ctx context.Context, c Config) (redis.UniversalClient, error) {
 	silence.Do(func() { redis.SetLogger(quiet{}) })
+	c, err := c.passwords()
+	if err != nil {
+		return nil, err
+	}
 	tc, err := c.TLS.Build()
 	if err != nil {
 		return nil, fmt.Errorf("redis.tls: %w", err)
