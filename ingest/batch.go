@@ -119,7 +119,7 @@ func sequence(ctx context.Context, decoding <-chan *processor, prepared chan<- *
 // at its own place in the backlog: written so, every batch's deadlines land
 // all over the last seconds of each shard, and Redis walks its skiplist into
 // cold memory for each (the same updates in time order cost it about half;
-// README, "How fast"). Taken by record time across the partitions, they land
+// docs/performance.md). Taken by record time across the partitions, they land
 // near each shard's end. Live, a batch takes all that waits and the order
 // only interleaves what arrived together.
 const mergeHold = 1 << 16
