@@ -11,10 +11,11 @@
 // touches keys of one shard.
 //
 // Store's methods sit in a file per concern: write.go (the hot path),
-// read.go, fire.go (removing fired and stale members), migrate.go (moving
-// members between shards), layout.go, watermarks.go, classes.go, leases.go
-// and instances.go; store.go holds the type, the scripts and the pipeline
-// helpers they share.
+// read.go, wake.go (how scanners learn of deadlines: the poll's read and
+// the wake-ups writes send), fire.go (removing fired and stale members),
+// migrate.go (moving members between shards), layout.go, watermarks.go,
+// classes.go, leases.go and instances.go; store.go holds the type, the
+// scripts and the pipeline helpers they share.
 //
 // shard imports no other stage: ingest writes through it, scanner reads and
 // acknowledges through it, rebalance owns the layout it stores.

@@ -46,6 +46,13 @@ func (k Keys) Sync(i int) string { return k.shardKey(i, "sync") }
 // scanner, with a PX expiry its owner renews.
 func (k Keys) Lease(i int) string { return k.shardKey(i, "lease") }
 
+// Wakes is the pub/sub channel (a channel, not a key: nothing is stored)
+// on which a write names the shards it gave a deadline their scanner may
+// not see in time (see Store.SetWakes); the instances scanning them pass at
+// once. Redis Cluster forwards a PUBLISH to every node. An ACL user needs
+// the channel too: &<prefix>:*.
+func (k Keys) Wakes() string { return k.prefix + ":wakes" }
+
 // Layout is the HASH {count, previous, epoch, since_ms} that rebalance owns.
 func (k Keys) Layout() string { return k.prefix + ":layout" }
 

@@ -51,6 +51,7 @@ type Store struct {
 	// write (see Write).
 	downs [MaxShards]atomic.Bool
 	dur   Durability
+	wakes Wakes
 }
 
 // NewStore returns a store over rdb using keys.

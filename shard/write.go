@@ -33,6 +33,9 @@ type Recovered struct {
 // EXISTS, followed by the ZMSCORE only if the set turned up meanwhile: a
 // fleet without silent devices pays for neither.
 //
+// Once the writes have landed, the shards that got a deadline their
+// scanner's poll may not see in time are announced (see SetWakes).
+//
 // With a Durability of Replicas > 0 each pipeline that writes ends in a
 // WAIT on its connection (in a cluster: one pipeline per master), and Write
 // fails with ErrNotReplicated unless the replicas confirmed it; see
@@ -85,6 +88,7 @@ func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{})
 	if err != nil {
 		return nil, fmt.Errorf("write deadlines: %w", err)
 	}
+	s.announce(b)
 	// Down sets that turned up since the last write of their shard.
 	var late []int
 	for k := range probes {
