@@ -26,6 +26,31 @@ func (s *Store) RenewLease(ctx context.Context, i int, owner string, ttl time.Du
 	return n == 1, nil
 }
 
+// RenewLeases extends the leases of shards that owner holds, in one round
+// trip (in a cluster, one per node): renewed[k] says whether shards[k]'s
+// was. An instance renews all it holds at once, so many shards cost one
+// round trip, not one each.
+func (s *Store) RenewLeases(ctx context.Context, shards []int, owner string, ttl time.Duration) (renewed []bool, err error) {
+	if len(shards) == 0 {
+		return nil, nil
+	}
+	cmds, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range shards {
+			scriptRenew.EvalSha(ctx, p, []string{s.keys.Lease(i)}, owner, ttl.Milliseconds())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew the leases of %d shards: %w", len(shards), err)
+	}
+	renewed = make([]bool, len(shards))
+	for k, c := range cmds {
+		n, _ := c.(*redis.Cmd).Int()
+		renewed[k] = n == 1
+	}
+	return renewed, nil
+}
+
 // ReleaseLease drops shard i's lease if owner holds it.
 func (s *Store) ReleaseLease(ctx context.Context, i int, owner string) error {
 	if err := scriptRelease.Run(ctx, s.rdb, []string{s.keys.Lease(i)}, owner).Err(); err != nil {
