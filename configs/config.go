@@ -29,6 +29,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
+	"github.com/flatline-dev/flatline/storm"
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
@@ -56,6 +57,7 @@ type Config struct {
 	Shards   rebalance.Config `config:"shards"`
 	Scanner  scanner.Config   `config:"scanner"`
 	Dispatch dispatch.Config  `config:"dispatch"`
+	Storm    storm.Config     `config:"storm"`
 	HTTP     httpapi.Config   `config:"http"`
 	Log      logging.Config   `config:"log"`
 
@@ -83,6 +85,7 @@ func Default() Config {
 		Shards:          rebalance.DefaultConfig(),
 		Scanner:         scanner.DefaultConfig(),
 		Dispatch:        dispatch.DefaultConfig(),
+		Storm:           storm.DefaultConfig(),
 		HTTP:            httpapi.DefaultConfig(),
 		Log:             logging.DefaultConfig(),
 		Roles:           []string{RoleIngest, RoleScanner},
@@ -111,7 +114,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, v := range []interface{ Validate() error }{
-		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.HTTP, c.Log,
+		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.Storm, c.HTTP, c.Log,
 	} {
 		if err := v.Validate(); err != nil {
 			return err
@@ -122,6 +125,12 @@ func (c *Config) Validate() error {
 	// that is beating on time.
 	if c.Ingest.MaxSkew >= c.Timeouts.Min {
 		return fmt.Errorf("ingest.max_skew: must be below timeouts.min (%s), got %s", c.Timeouts.Min, c.Ingest.MaxSkew)
+	}
+	// A deadline within stall_after of an outage's start may still fire:
+	// as long as the shortest timeout, it could be a device beating on
+	// time.
+	if c.Storm.StallAfter >= c.Timeouts.Min {
+		return fmt.Errorf("storm.stall_after: must be below timeouts.min (%s), got %s", c.Timeouts.Min, c.Storm.StallAfter)
 	}
 	if err := c.validateRoles(); err != nil {
 		return err

@@ -70,6 +70,9 @@ func scalarFromNode(t reflect.Type, n *yaml.Node) (reflect.Value, error) {
 		if tag == "!!int" && n.Decode(&i) == nil && i == 0 {
 			return v, nil
 		}
+	case t.Kind() == reflect.Float64 && (tag == "!!float" || tag == "!!int") && n.Decode(v.Addr().Interface()) == nil:
+		// A fraction may be written 0.01 or 1.
+		return v, nil
 	case tag == yamlTag(t) && n.Decode(v.Addr().Interface()) == nil:
 		// The YAML library parses the bool or integer; it refuses an
 		// integer that overflows t.

@@ -82,6 +82,12 @@ func scalarFromString(t reflect.Type, s string) (reflect.Value, error) {
 			return reflect.Value{}, fmt.Errorf("want %s, got %q", want(t), s)
 		}
 		v.SetBool(b)
+	case t.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return reflect.Value{}, fmt.Errorf("want %s, got %q", want(t), s)
+		}
+		v.SetFloat(f)
 	default: // an integer, the last type checkLeafType admits
 		i, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || v.OverflowInt(i) {

@@ -35,7 +35,7 @@ func checkLeafType(t reflect.Type) error {
 
 func isScalar(t reflect.Type) bool {
 	switch t.Kind() {
-	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Float64:
 		return true
 	}
 	return false
@@ -54,6 +54,8 @@ func want(t reflect.Type) string {
 		return "a YAML list"
 	case t.Kind() == reflect.Map:
 		return "a YAML mapping"
+	case t.Kind() == reflect.Float64:
+		return "a number"
 	}
 	return "an integer"
 }

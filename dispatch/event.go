@@ -9,6 +9,9 @@ import (
 const (
 	TypeTimeout   = "timeout"
 	TypeRecovered = "recovered"
+	// TypeStorm covers storm_started and storm_ended: published by the
+	// storm guard, not counted as timeouts.
+	TypeStorm = "storm"
 )
 
 // Event is an event of the timeouts topic (SPEC §2). Decode one with
@@ -25,6 +28,17 @@ type Event struct {
 	TimeoutMs    int64  `json:"timeout_ms,omitempty"`
 	Class        string `json:"class,omitempty"`
 	Shard        int    `json:"shard,omitempty"`
+	// StormID names the storm a timeout belongs to (and the storm of a
+	// storm_started or storm_ended event).
+	StormID string `json:"storm_id,omitempty"`
+
+	// Storm events (storm_started, storm_ended; key storm/<storm_id>),
+	// published by the storm guard (package storm).
+	StartedAtMs int64 `json:"started_at_ms,omitempty"`
+	EndedAtMs   int64 `json:"ended_at_ms,omitempty"`
+	Devices     int64 `json:"devices,omitempty"`
+	TimedOut    int64 `json:"timed_out,omitempty"`
+	Recovered   int64 `json:"recovered,omitempty"`
 
 	// Recovered events.
 	DownSinceMs int64 `json:"down_since_ms,omitempty"`
@@ -36,12 +50,12 @@ type Event struct {
 
 // AppendJSON appends the event's JSON to dst. The event_id is derived from
 // the other fields, so EventID is ignored. An unknown Type encodes as a
-// timeout.
+// timeout. (Storm events are encoded by package storm.)
 func (e Event) AppendJSON(dst []byte) []byte {
 	if e.Type == TypeRecovered {
 		return appendRecovered(dst, e.DeviceID, e.DownSinceMs, e.SeenAtMs)
 	}
-	return appendTimeout(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard)
+	return appendTimeout(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard, e.StormID)
 }
 
 // MarshalJSON makes json.Marshal produce the wire format.
@@ -59,7 +73,7 @@ func RecoveredEventID(deviceID string, seenAtMs int64) string {
 
 // appendTimeout is the hot-path encoder of a timeout event: no reflection,
 // no allocation beyond growing dst.
-func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, timeoutMs int64, class string, shard int) []byte {
+func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, timeoutMs int64, class string, shard int, stormID string) []byte {
 	dst = append(dst, `{"type":"timeout","device_id":"`...)
 	dst = appendEscaped(dst, id)
 	dst = append(dst, `","last_seen_ms":`...)
@@ -77,6 +91,11 @@ func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, 
 	}
 	dst = append(dst, `,"shard":`...)
 	dst = strconv.AppendInt(dst, int64(shard), 10)
+	if stormID != "" {
+		dst = append(dst, `,"storm_id":"`...)
+		dst = appendEscaped(dst, stormID)
+		dst = append(dst, '"')
+	}
 	dst = append(dst, `,"event_id":"`...)
 	dst = appendEscaped(dst, id)
 	dst = append(dst, '/')

@@ -47,6 +47,18 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives rate-limited publish errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Storm names the storm a timeout belongs to and counts what was
+	// published for the storm guard; nil: no storm_id, nothing counted.
+	Storm StormTracker
+}
+
+// StormTracker is what the publisher asks of the storm guard (storm.Namer).
+type StormTracker interface {
+	// StormID is the storm being named now, "" when none is.
+	StormID() string
+	// Published counts timeouts (of storm stormID, "" for none) and
+	// recoveries acknowledged by Kafka.
+	Published(timeouts int, stormID string, recoveries int)
 }
 
 // Publisher produces timeout and recovered events to the timeouts topic.
@@ -60,6 +72,7 @@ type Publisher struct {
 	now      func() time.Time
 	log      *slog.Logger
 	errLog   logging.Limiter
+	storm    StormTracker
 	// refusedOnce holds the reasons no retry fixes already logged.
 	refusedOnce sync.Map
 	batches     sync.Pool // *batch
@@ -93,6 +106,7 @@ func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
 		now:      opts.Now,
 		log:      opts.Logger,
 		errLog:   logging.Limiter{Every: errorLogEvery},
+		storm:    opts.Storm,
 	}
 	if p.now == nil {
 		p.now = time.Now
@@ -202,21 +216,53 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 		return err
 	}
 	b := p.getBatch()
-	p.fillTimeouts(b, shardID, due, overrides, detectedAt)
-	return p.publish(ctx, b, TypeTimeout)
+	stormID := ""
+	if p.storm != nil {
+		stormID = p.storm.StormID()
+	}
+	p.fillTimeouts(b, shardID, due, overrides, detectedAt, stormID)
+	if err := p.publish(ctx, b, TypeTimeout); err != nil {
+		return err
+	}
+	if p.storm != nil {
+		p.storm.Published(len(due), stormID, 0)
+	}
+	return nil
 }
 
 // fillTimeouts encodes the timeout events of due into b.
-func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) {
+func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time, stormID string) {
 	detectedMs := detectedAt.UnixMilli()
 	b.grow(due)
 	for _, mem := range due {
 		deadlineMs, timeoutMs, className := p.resolve(mem.ID, mem.Score, overrides)
 		b.appendKey(mem.ID)
-		b.buf = appendTimeout(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID)
+		b.buf = appendTimeout(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID, stormID)
 		b.endValue(deadlineMs)
 	}
 	b.seal(detectedAt)
+}
+
+// SetStorm sets Options.Storm, for a tracker built after the publisher (it
+// publishes through it); call before any publish.
+func (p *Publisher) SetStorm(t StormTracker) { p.storm = t }
+
+// Timing returns a member's deadline, without padding, and its timeout, as
+// its timeout event would report them.
+func (p *Publisher) Timing(id string, score float64, overrides map[string]int64) (deadlineMs, timeoutMs int64) {
+	deadlineMs, timeoutMs, _ = p.resolve(id, score, overrides)
+	return deadlineMs, timeoutMs
+}
+
+// StormEvent publishes one storm_started or storm_ended event (value, JSON)
+// with the key storm/<id>, and returns once Kafka acknowledged it.
+func (p *Publisher) StormEvent(ctx context.Context, id string, value []byte) error {
+	b := p.getBatch()
+	b.appendKey("storm/" + id)
+	b.buf = append(b.buf, value...)
+	b.endValue(0)
+	b.seal(p.now())
+	return p.publish(ctx, b, TypeStorm)
 }
 
 // resolve reads a member's score: its deadline (unpadded), its timeout (its
@@ -274,7 +320,13 @@ func (p *Publisher) Recovered(ctx context.Context, rs []timeouts.Recovery) error
 		b.endValue(0)
 	}
 	b.seal(p.now())
-	return p.publish(ctx, b, TypeRecovered)
+	if err := p.publish(ctx, b, TypeRecovered); err != nil {
+		return err
+	}
+	if p.storm != nil {
+		p.storm.Published(0, "", len(rs))
+	}
+	return nil
 }
 
 // publish writes b.msgs until every one is acknowledged or ctx is done.
@@ -345,8 +397,11 @@ func (p *Publisher) acked(kind string, deadlines []int64, at time.Time) {
 	if p.m == nil || len(deadlines) == 0 {
 		return
 	}
-	if kind == TypeRecovered {
+	switch kind {
+	case TypeRecovered:
 		p.m.RecoveredPublished.Add(float64(len(deadlines)))
+		return
+	case TypeStorm:
 		return
 	}
 	p.m.TimeoutsPublished.Add(float64(len(deadlines)))

@@ -91,6 +91,8 @@ type partitionReader struct {
 	// logs such a run of failures once, and its end.
 	backoff retry.Backoff
 	outage  retry.Outage
+	// guard learns the partition's traffic from the records read.
+	guard *stallGuard
 }
 
 func (in *Ingest) newPartitionReader(dialer *kafka.Dialer, partition int, start int64, out chan<- chunk, pos *position) *partitionReader {
@@ -189,6 +191,9 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	// fetch time + ingest.max_skew (SPEC §7 "Time").
 	arrived := r.in.opts.Now()
 	recs := res.Records
+	if r.guard != nil {
+		r.guard.observe(r.partition, recs, arrived.UnixMilli())
+	}
 	for len(recs) > 0 || r.next < res.NextOffset {
 		n := min(len(recs), chunkMax)
 		sl := copyRecords(recs[:n], arrived)

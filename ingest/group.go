@@ -116,6 +116,11 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) *kaf
 		parts[k] = a.ID
 	}
 	in.opts.Log.Info("partitions assigned", "generation", gen.ID, "partitions", parts)
+	owned := make(map[int]bool, len(parts))
+	for _, p := range parts {
+		owned[p] = true
+	}
+	in.owned.Store(&owned)
 	client, err := in.client()
 	if err != nil {
 		in.opts.Log.Error("kafka client", "err", err)
@@ -138,7 +143,12 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) *kaf
 			return // the generation ended first
 		}
 		unresolved.Succeeded()
-		in.startPartitions(gen, client, assigned, starts)
+		guard, err := retry.Value(gctx, retry.Backoff{Min: 20 * time.Millisecond, Max: time.Second}, func(err error) { unresolved.Failed(err) },
+			func() (*stallGuard, error) { return in.loadStallGuard(gctx, parts) })
+		if err != nil {
+			return // the generation ended first
+		}
+		in.startPartitions(gen, client, assigned, starts, guard)
 		// kafka-go ends a generation as soon as any of its functions
 		// returns: this one stays until the generation ends.
 		<-gctx.Done()
@@ -149,7 +159,7 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) *kaf
 // startPartitions starts the rest of a generation once its start offsets
 // are known: a reader per partition, the batcher, the writer, the commit
 // and raise loops and the prober.
-func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, assigned []kafka.PartitionAssignment, starts map[int]int64) {
+func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, assigned []kafka.PartitionAssignment, starts map[int]int64, guard *stallGuard) {
 	pos := make(map[int]*position, len(assigned))
 	msgs := make(chan chunk, 64)
 	dialer, _ := in.opts.Kafka.Dialer()
@@ -158,6 +168,7 @@ func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, a
 		p.written.Store(starts[a.ID])
 		pos[a.ID] = p
 		r := in.newPartitionReader(dialer, a.ID, starts[a.ID], msgs, p)
+		r.guard = guard
 		gen.Start(r.run)
 	}
 	commits, raises := newPendingMax(), newPendingMax()
@@ -174,8 +185,8 @@ func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, a
 	// confirmed is the latest moment the prober confirmed the signals
 	// topic's partition count for; no watermark passes it.
 	confirmed := new(atomic.Int64)
-	gen.Start(func(gctx context.Context) { in.raiseLoop(gctx, raises, confirmed) })
-	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos, confirmed) })
+	gen.Start(func(gctx context.Context) { in.raiseLoop(gctx, raises, confirmed, guard) })
+	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos, confirmed, guard) })
 }
 
 // client builds a kafka-go client with a Transport of its own; its owner

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -10,6 +11,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/storm"
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
@@ -48,7 +50,10 @@ type Options struct {
 	// process take them at once instead of at their next poll. It must not
 	// block and must not keep the map.
 	Raised func(wms map[int]int64)
-	Hooks  Hooks
+	// Storm is the storm guard's configuration: stalled partitions hold
+	// their watermarks (see stall.go).
+	Storm storm.Config
+	Hooks Hooks
 }
 
 // Ingest is the signals-topic consumer.
@@ -64,6 +69,17 @@ type Ingest struct {
 	// writeRedis writes a prepared batch: (*processor).writeRedis, or a
 	// test's stand-in.
 	writeRedis func(*processor, context.Context) error
+	// owned is the current generation's partitions (Owned).
+	owned atomic.Pointer[map[int]bool]
+}
+
+// Owned returns the signals partitions of the current consumer-group
+// generation (empty between generations).
+func (in *Ingest) Owned() map[int]bool {
+	if m := in.owned.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // New builds an ingest.

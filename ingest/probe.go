@@ -23,7 +23,7 @@ import (
 // the prober returns, which ends the generation: the group rebalances and
 // the new partitions get readers within a few hundred milliseconds instead
 // of at kafka-go's next partition watch.
-func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*position, confirmed *atomic.Int64) {
+func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*position, confirmed *atomic.Int64, guard *stallGuard) {
 	topic := in.opts.Kafka.SignalsTopic
 	dialer, err := in.opts.Kafka.Dialer()
 	if err != nil {
@@ -61,12 +61,14 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		}()
 	}
 	wms := make(map[int]int64, len(pos))
+	hwms := make(map[int]int64, len(pos))
 	for {
 		sent := in.opts.Now().UnixMilli()
 		clear(wms)
 		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
 		if err == nil {
 			in.probed(sent, resp.Topics[topic], pos, wms)
+			guard.probed(ctx, sent, highWaterMarks(resp.Topics[topic], hwms))
 		} else if ctx.Err() == nil {
 			in.opts.Log.Debug("probe high-water marks", "err", err)
 		}
@@ -89,6 +91,7 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 			in.partitionsChanged(ctx, partitions, n)
 			return
 		}
+		guard.capAt(wms)
 		if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil {
 			if ctx.Err() == nil {
 				in.opts.Log.Debug("raise watermarks", "err", err)
@@ -144,4 +147,15 @@ func (in *Ingest) probed(sent int64, offsets []kafka.PartitionOffsets, pos map[i
 			in.opts.Metrics.ConsumerLag.WithLabelValues(strconv.Itoa(po.Partition)).Set(float64(lag))
 		}
 	}
+}
+
+// highWaterMarks fills hwms with the high-water marks of a probe's answer.
+func highWaterMarks(offsets []kafka.PartitionOffsets, hwms map[int]int64) map[int]int64 {
+	clear(hwms)
+	for _, po := range offsets {
+		if po.Error == nil {
+			hwms[po.Partition] = po.LastOffset
+		}
+	}
+	return hwms
 }

@@ -90,8 +90,9 @@ func (p *position) reached(written int64) int64 {
 // raiseLoop raises the watermarks of written batches in Redis, the newest
 // per partition at a time, and hands them to the local scanners. None goes
 // past confirmed, the latest moment the prober confirmed the signals
-// topic's partition count for (see probe).
-func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax, confirmed *atomic.Int64) {
+// topic's partition count for (see probe), nor past what the storm guard
+// allows (stall.go).
+func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax, confirmed *atomic.Int64, guard *stallGuard) {
 	outage := retry.Outage{Log: in.opts.Log, Down: "raise watermarks"}
 	for {
 		select {
@@ -101,6 +102,7 @@ func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax, confirmed *atomi
 		}
 		wms := r.take()
 		capAt(wms, confirmed.Load())
+		guard.capAt(wms)
 		if len(wms) == 0 {
 			continue
 		}

@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/redisconn"
@@ -23,8 +24,44 @@ type Status struct {
 	Instances []string `json:"instances"`
 	// Redis describes the deployment (filled by the callers that know its
 	// configuration: /status and `shards status`).
-	Redis  *redisconn.Status `json:"redis,omitempty"`
-	Shards []ShardStatus     `json:"shards"`
+	Redis *redisconn.Status `json:"redis,omitempty"`
+	// Storm is the storm guard's state (package storm).
+	Storm  StormStatus   `json:"storm"`
+	Shards []ShardStatus `json:"shards"`
+}
+
+// StormStatus is /status's storm object: the stalled signals partitions,
+// since when firing is held (null when it is not) and the storm being named
+// (null when none is).
+type StormStatus struct {
+	StalledPartitions []int   `json:"stalled_partitions"`
+	HeldSinceMs       *int64  `json:"held_since_ms"`
+	StormID           *string `json:"storm_id"`
+	// HoldExpired says a hold outlived storm.max_hold (or was released):
+	// its partitions are still stalled, and no longer hold firing.
+	HoldExpired bool `json:"hold_expired,omitempty"`
+}
+
+// NewStormStatus builds the storm object from the watermarks hash.
+func NewStormStatus(gs shard.GateState) StormStatus {
+	st := StormStatus{StalledPartitions: make([]int, 0, len(gs.Stalls))}
+	for p := range gs.Stalls {
+		st.StalledPartitions = append(st.StalledPartitions, p)
+	}
+	slices.Sort(st.StalledPartitions)
+	if gs.Hold != nil {
+		if gs.Hold.Expired {
+			st.HoldExpired = true
+		} else {
+			since := gs.Hold.SinceMs
+			st.HeldSinceMs = &since
+		}
+	}
+	if gs.Storm != nil {
+		id := gs.Storm.ID
+		st.StormID = &id
+	}
+	return st
 }
 
 // Migration is the progress of a doubling or halving.
@@ -74,12 +111,13 @@ func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status,
 		st.Tracked += sizes[i]
 		st.Shards[i] = ss
 	}
-	wms, parts, err := store.Watermarks(ctx)
+	gs, err := store.ReadGate(ctx)
 	if err != nil {
 		return Status{}, err
 	}
-	st.Partitions = parts
-	if min, ok := shard.MinWatermark(wms, parts); ok {
+	st.Partitions = gs.Partitions
+	st.Storm = NewStormStatus(gs)
+	if min, ok := shard.MinWatermark(gs.Watermarks, gs.Partitions); ok {
 		st.WatermarkMs = min
 		st.WatermarkLagMs = now.UnixMilli() - min
 	}

@@ -7,8 +7,10 @@ import (
 
 // Config is the scanner section of the configuration.
 type Config struct {
-	// Interval is the longest a scanner waits between scans; it also wakes
-	// for its shard's next deadline. Default: 100ms.
+	// Interval is how often a poll looks at the next deadline of every
+	// shard, a safety net: scanners wake for their shard's next deadline,
+	// and a write that brings it closer than a poll away wakes them
+	// itself, on whichever instance scans the shard. Default: 1s.
 	Interval time.Duration `config:"interval"`
 	// BatchSize is how many due members one scan takes. Default: 20.
 	BatchSize int `config:"batch_size"`
@@ -24,8 +26,17 @@ type Config struct {
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 100 * time.Millisecond, BatchSize: 20, LeaseTTL: 5 * time.Second, MaxInflight: 16}
+	return Config{Interval: time.Second, BatchSize: 20, LeaseTTL: 5 * time.Second, MaxInflight: 16}
 }
+
+// WakeWithin is how soon a written deadline must fall due for the write to
+// wake its shard's scanner (shard.Wakes.Within): the poll sees anything
+// later in time. pollSlack covers a poll that runs late.
+func (c Config) WakeWithin() time.Duration { return c.Interval + pollSlack }
+
+// pollSlack is how late a poll may run (the scheduler, a slow read of many
+// shards) without a deadline it should have seen falling due before it.
+const pollSlack = 100 * time.Millisecond
 
 // Validate checks the section; errors name the offending key.
 func (c Config) Validate() error {

@@ -5,9 +5,13 @@
 // logic). A pass reads the shard's earliest members in one round trip, hands
 // every full batch of scanner.batch_size due members to dispatch, keeps
 // draining while batches come back full, and learns the shard's next deadline
-// from the same read. The job runs at least every scanner.interval, and a
-// timer wakes it at the next deadline, so timeouts are not late by a polling
-// period.
+// from the same read. The job runs when the shard is woken: by a timer at
+// its next deadline; by a write that brings that deadline closer than the
+// poll's reach, on whichever instance wrote it (Wakes); by the watermark
+// releasing a held deadline; by a completed group. So timeouts are not late
+// by a polling period. One more gocron job, the poll, reads the next
+// deadline of every shard each scanner.interval in one round trip, a safety
+// net: an idle shard costs one command per interval, and no goroutine.
 //
 // Firing is gated by the watermark (see Gate): only deadlines at or before
 // min(now, watermark) − scanner.grace fire, so a lagging or dead ingest stalls
@@ -16,7 +20,8 @@
 // a reset racing a timeout is never lost.
 //
 // A file per goroutine kind: scanner.go holds the Scanner and its lifecycle,
-// pass.go a shard's pass (its gocron job), fire.go the goroutine that
-// publishes one group and removes it, migrate.go the two-shard rule of a
-// migrating layout, gate.go the watermark poller and lease.go the leaser.
+// pass.go a shard's pass (its gocron job), poll.go the poll, fire.go the
+// goroutine that publishes one group and removes it, migrate.go the
+// two-shard rule of a migrating layout, gate.go the watermark poller,
+// wakes.go the wake-ups between instances and lease.go the leaser.
 package scanner

@@ -45,6 +45,10 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 			s.opts.Metrics.ScanErrors.Inc()
 			return // stays in the shard; the next pass retries
 		}
+		if fire, err = sc.reenter(ctx, fire, overrides); err != nil {
+			s.opts.Metrics.ScanErrors.Inc()
+			return // stays in the shard; the next pass retries
+		}
 		if len(fire) == 0 {
 			return
 		}

@@ -36,6 +36,15 @@ type Gate struct {
 	kick    chan struct{}
 	stalled atomic.Bool
 	started time.Time
+
+	// The storm guard's state as the last poll read it (package storm):
+	// holdFrom caps firing while a hold lasts (0: none does); held are the
+	// ended holds whose deadlines re-enter (see reenter.go); storm is the
+	// storm being named.
+	holdFrom atomic.Int64
+	held     atomic.Pointer[[]shard.Held]
+	storm    atomic.Pointer[shard.StormName]
+	state    atomic.Pointer[shard.GateState]
 }
 
 // NewGate returns a gate polling the watermarks every poll. A watermark more
@@ -52,13 +61,40 @@ func (g *Gate) Watermark() int64 { return g.wm.Load() }
 func (g *Gate) UpTo() int64 { return g.upTo(g.now()) }
 
 // upTo is UpTo by the clock of the caller (the scanner's Options.Now).
+// While a hold lasts, nothing after its start fires, whatever the
+// watermarks of the partitions that flow.
 func (g *Gate) upTo(now time.Time) int64 {
 	t := now.UnixMilli()
 	if wm := g.wm.Load(); wm < t {
 		t = wm
 	}
+	if h := g.holdFrom.Load(); h > 0 && h < t {
+		t = h
+	}
 	return t - g.grace.Milliseconds()
 }
+
+// Held returns the ended holds, as the last poll read them.
+func (g *Gate) Held() []shard.Held {
+	if h := g.held.Load(); h != nil {
+		return *h
+	}
+	return nil
+}
+
+// StormID is the id of the storm being named, "" when none is. It is read
+// in the same poll as the holds, so a deadline a lifted hold lets fire
+// finds the storm the lift named.
+func (g *Gate) StormID() string {
+	if s := g.storm.Load(); s != nil {
+		return s.ID
+	}
+	return ""
+}
+
+// State is the whole watermarks hash as the last poll read it (nil before
+// the first).
+func (g *Gate) State() *shard.GateState { return g.state.Load() }
 
 // OnAdvance registers fn to be called (from the gate's goroutine) whenever
 // the watermark moves forward.
@@ -70,15 +106,32 @@ func (g *Gate) OnAdvance(fn func(wm int64)) {
 
 // Refresh reads the watermarks once.
 func (g *Gate) Refresh(ctx context.Context) error {
-	wms, n, err := g.store.Watermarks(ctx)
+	st, err := g.store.ReadGate(ctx)
 	if err != nil {
 		return err
 	}
 	g.mu.Lock()
-	g.n = n
-	g.merge(wms)
+	g.n = st.Partitions
+	g.merge(st.Watermarks)
 	g.mu.Unlock()
+	// The holds first: a lifted hold's ended record and the storm it named
+	// are in place before the scanners are woken to fire past it.
+	held := st.Held
+	g.held.Store(&held)
+	g.storm.Store(st.Storm)
+	g.state.Store(&st)
+	var from int64
+	if st.Hold != nil && !st.Hold.Expired {
+		from = max(st.Hold.FromMs, 1)
+	}
+	was := g.holdFrom.Swap(from)
 	g.recompute()
+	if was != 0 && (from == 0 || from > was) {
+		g.mu.Lock()
+		ws := g.waiters
+		g.mu.Unlock()
+		g.notify(ws, g.wm.Load()) // the hold lifted: what it held is due
+	}
 	g.checkStall()
 	return nil
 }

@@ -12,16 +12,19 @@ import (
 	"github.com/flatline-dev/flatline/shard"
 )
 
-// shardScanner scans one shard. Only its gocron job runs pass (singleton),
-// dispatch goroutines only touch the in-flight set under mu.
+// shardScanner scans one shard. Only its gocron job runs pass (run keeps
+// the passes one at a time), dispatch goroutines only touch the in-flight
+// set under mu.
 type shardScanner struct {
 	s  *Scanner
 	id int
-	// passing makes passes of this scanner one at a time: gocron's
-	// singleton mode covers one job, and a scanner regained before its
-	// batches left gets a new job while the old job's last pass may still
-	// run.
+	// passing is held by the run that passes; again asks it for one more
+	// pass. A run that finds another passing leaves it the pass, so
+	// passes are one at a time and no run waits: not when a wake-up comes
+	// during a pass, nor when a scanner regained before its batches left
+	// gets a new job while its old job's last run still passes.
 	passing sync.Mutex
+	again   atomic.Bool
 
 	out     sync.WaitGroup // batches handed to dispatch and not yet done
 	order   sync.RWMutex   // reads of the shard vs. removal + release of a group
@@ -32,7 +35,7 @@ type shardScanner struct {
 	// pass goroutine touches these.
 	backoff   retry.Backoff
 	failUntil time.Time
-	held      atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none
+	held      atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none (set by setHeld)
 	oneScore  bool         // the last read held one score (pass's own, like backoff)
 	stopped   atomic.Bool
 
@@ -48,20 +51,24 @@ type shardScanner struct {
 	deleted  int      // deletions since the map was last rebuilt
 	active   int      // members in the set whose batch is still out
 	batches  int      // groups out, in units (see units) against max_inflight
-	timer    *time.Timer
-	timerAt  int64
+	// The wake-up for the next deadline: one timer per shard, reset for
+	// each deadline. timerAt (Unix ms) is when it goes off, 0 when it is
+	// not set; timerDeadline the deadline it is for.
+	timer         *time.Timer
+	timerAt       int64
+	timerDeadline int64
 }
 
-func (sc *shardScanner) wake() {
-	if sc.stopped.Load() || !sc.pending.CompareAndSwap(false, true) {
-		return
+// wake asks for a pass now, unless one is asked for already; it never
+// blocks. It reports whether the scanner still runs.
+func (sc *shardScanner) wake() bool {
+	if sc.stopped.Load() {
+		return false
 	}
-	sc.mu.Lock()
-	job := sc.job
-	sc.mu.Unlock()
-	if err := job.RunNow(); err != nil {
-		sc.pending.Store(false)
+	if sc.pending.CompareAndSwap(false, true) {
+		sc.s.woke(sc)
 	}
+	return true
 }
 
 func (sc *shardScanner) stop() {
@@ -69,15 +76,27 @@ func (sc *shardScanner) stop() {
 	sc.mu.Lock()
 	if sc.timer != nil {
 		sc.timer.Stop()
+		sc.timerAt = 0
 	}
 	sc.mu.Unlock()
+	sc.setHeld(0)
+}
+
+// run is the shard's gocron job: it passes until no wake-up asks for
+// another, unless another run is passing, which then passes for it.
+func (sc *shardScanner) run() {
+	sc.again.Store(true)
+	for sc.again.Load() && sc.passing.TryLock() {
+		for sc.again.Swap(false) {
+			sc.pass()
+		}
+		sc.passing.Unlock()
+	}
 }
 
 // pass drains the shard's due members into dispatch and arms the wake-up
-// for its next deadline.
+// for its next deadline. Only run calls it, holding passing.
 func (sc *shardScanner) pass() {
-	sc.passing.Lock()
-	defer sc.passing.Unlock()
 	sc.pending.Store(false)
 	s := sc.s
 	if sc.stopped.Load() || s.opts.Now().Before(sc.failUntil) {
@@ -120,10 +139,9 @@ func (sc *shardScanner) pass() {
 		sc.order.RUnlock()
 		if err != nil {
 			if ctx.Err() == nil {
-				s.scanFailed(sc.id, err)
-				sc.failUntil = s.opts.Now().Add(sc.backoff.Next())
+				sc.failed(err)
 			}
-			return // a tick after the backoff retries
+			return // the timer retries after the backoff
 		}
 		sc.backoff.Reset()
 		s.scans.Succeeded()
@@ -134,7 +152,7 @@ func (sc *shardScanner) pass() {
 			full, next, err := sc.pop(ctx, &st, ms, limit, hint)
 			if err != nil {
 				if ctx.Err() == nil {
-					s.scanFailed(sc.id, err)
+					sc.failed(err)
 				}
 				return
 			}
@@ -151,6 +169,16 @@ func (sc *shardScanner) pass() {
 		// per member, while a shard that is not behind reads one pop.
 		windows = min(windows*rampFactor, maxWindows)
 	}
+}
+
+// failed counts a failed read and sets the timer to pass again once the
+// backoff has passed.
+func (sc *shardScanner) failed(err error) {
+	s := sc.s
+	s.scanFailed(sc.id, err)
+	now := s.opts.Now()
+	sc.failUntil = now.Add(sc.backoff.Next())
+	sc.setTimer(sc.failUntil.UnixMilli()+1, 0, now.UnixMilli(), true) // not before failUntil, in whole ms
 }
 
 // A draining pass reads rampFactor times more pops per round trip each
@@ -170,9 +198,12 @@ func groupCap(batch, windows int) int {
 // maxGroup bounds the groups a draining pass gathers from many small pops.
 const maxGroup = 2000
 
-// maxScanBackoff is the longest a shard whose reads fail waits before it
-// reads again.
-const maxScanBackoff = 2 * time.Second
+// A shard whose reads fail waits from minScanBackoff (or scanner.interval,
+// if shorter), doubling up to maxScanBackoff, before it reads again.
+const (
+	minScanBackoff = 100 * time.Millisecond
+	maxScanBackoff = 2 * time.Second
+)
 
 // passState is what one pass carries from pop to pop: the group being
 // gathered for dispatch and how many in-flight members its reads met.
@@ -194,14 +225,18 @@ func (st *passState) flush(sc *shardScanner) {
 // reports whether the pop was full, else the next member past the due ones.
 func (sc *shardScanner) pop(ctx context.Context, st *passState, ms []shard.Member, limit float64, hint int) (bool, *shard.Member, error) {
 	batch := sc.s.cfg.BatchSize
-	due := make([]shard.Member, 0, min(len(ms), batch))
+	var due []shard.Member // none, mostly: an idle pass allocates nothing here
 	var next *shard.Member
 	for k := range ms {
-		if ms[k].Score <= limit && len(due) < batch {
-			due = append(due, ms[k])
-		} else if ms[k].Score > limit {
+		if ms[k].Score > limit {
 			next = &ms[k]
 			break
+		}
+		if len(due) < batch {
+			if due == nil {
+				due = make([]shard.Member, 0, min(len(ms)-k, batch))
+			}
+			due = append(due, ms[k])
 		}
 	}
 	full := len(due) == batch
@@ -278,7 +313,7 @@ func (sc *shardScanner) claim(due []shard.Member) []shard.Member {
 // waits for the watermark.
 func (sc *shardScanner) arm(next *shard.Member, upTo int64) {
 	if next == nil {
-		sc.held.Store(0)
+		sc.setHeld(0)
 		return
 	}
 	s := sc.s
@@ -287,27 +322,78 @@ func (sc *shardScanner) arm(next *shard.Member, upTo int64) {
 	now := s.opts.Now().UnixMilli()
 	if fireAt <= now {
 		// Due by the clock but not yet by the watermark: the gate wakes us.
-		sc.held.Store(deadline)
+		sc.setHeld(deadline)
 		return
 	}
-	sc.held.Store(0)
-	if fireAt-now > s.cfg.Interval.Milliseconds() {
-		return // the regular tick comes first and re-arms
+	sc.setHeld(0)
+	if time.Duration(fireAt-now)*time.Millisecond > s.cfg.WakeWithin() {
+		return // a poll comes first and sets the timer
 	}
+	// This pass read the shard, so its next deadline may be later than the
+	// timer's: the timer moves either way.
+	sc.setTimer(fireAt, deadline, now, false)
+}
+
+// polled takes the deadline the poll found at the shard's front: due by the
+// clock, it wakes the shard (a member in flight, one held by the
+// watermark, or one no wake-up reported); due before the next poll, it
+// sets the timer, unless the timer goes off sooner.
+func (sc *shardScanner) polled(deadline, now int64) {
+	s := sc.s
+	fireAt := deadline + s.cfg.Grace.Milliseconds()
+	switch {
+	case fireAt <= now:
+		sc.wake()
+	case time.Duration(fireAt-now)*time.Millisecond <= s.cfg.WakeWithin():
+		// Only ever sooner: a pass may have set it for a deadline
+		// written after the poll's read.
+		sc.setTimer(fireAt, deadline, now, true)
+	}
+}
+
+// setTimer makes the timer wake the shard at fireAt (Unix ms) for deadline
+// (0: a retry); with sooner, only if it is not set to go off before then.
+func (sc *shardScanner) setTimer(fireAt, deadline, now int64, sooner bool) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.timer != nil && sc.timerAt == fireAt {
+	if sc.timerAt != 0 && (sc.timerAt == fireAt || sooner && sc.timerAt < fireAt) {
 		return
 	}
-	if sc.timer != nil {
-		sc.timer.Stop()
-	}
-	sc.timerAt = fireAt
+	sc.timerAt, sc.timerDeadline = fireAt, deadline
 	d := time.Duration(fireAt-now) * time.Millisecond
-	sc.timer = time.AfterFunc(d, func() {
+	if sc.timer == nil {
+		sc.timer = time.AfterFunc(d, sc.timerFired)
+		return
+	}
+	sc.timer.Reset(d)
+}
+
+func (sc *shardScanner) timerFired() {
+	sc.mu.Lock()
+	deadline := sc.timerDeadline
+	sc.timerAt = 0
+	sc.mu.Unlock()
+	if deadline != 0 {
 		// A deadline that is due by the clock waits for the watermark:
 		// mark it held so the gate's next advance wakes this shard.
-		sc.held.Store(deadline)
-		sc.wake()
-	})
+		sc.setHeld(deadline)
+	}
+	sc.wake()
+}
+
+// setHeld records the deadline that waits for the watermark (0: none), and
+// keeps the Scanner's set of held shards in step.
+func (sc *shardScanner) setHeld(deadline int64) {
+	if deadline == 0 && sc.held.Load() == 0 {
+		return
+	}
+	s := sc.s
+	s.heldMu.Lock()
+	sc.held.Store(deadline)
+	if deadline != 0 {
+		s.held[sc] = struct{}{}
+	} else {
+		delete(s.held, sc)
+	}
+	s.heldMu.Unlock()
 }

@@ -77,6 +77,25 @@ type Scanner struct {
 	shards  map[int]*shardScanner
 	retired map[int]*shardScanner // stopped, maybe with batches still out
 
+	// woken holds the shards whose pass was asked for and not yet handed
+	// to the scheduler. Waking never blocks (gocron's RunNow may), so
+	// timers, the gate, the wake listener and this process's writes wake
+	// shards from wherever they run; Run starts the passes.
+	wakeMu     sync.Mutex
+	woken      []*shardScanner
+	wokenSpare []*shardScanner // Run's: the buffer woken swaps with
+	wakeKick   chan struct{}
+
+	// held holds the shards whose next deadline is due by the clock and
+	// waits for the watermark (shardScanner.held): a watermark advance
+	// looks at them only, not at every shard.
+	heldMu sync.Mutex
+	held   map[*shardScanner]struct{}
+
+	// The poll's buffers (one poll at a time: a singleton job).
+	polled  []*shardScanner
+	pollIDs []int
+
 	// dispatchCtx is Run's context without its cancellation, so batches in
 	// flight finish after Run's ctx is cancelled; Run cancels it once the
 	// drain deadline passes. Run sets it before it starts the scheduler,
@@ -111,10 +130,17 @@ func New(cfg Config, opts Options) (*Scanner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create scheduler: %w", err)
 	}
-	s := &Scanner{cfg: cfg, opts: opts, sched: sched, shards: make(map[int]*shardScanner), retired: make(map[int]*shardScanner)}
+	s := &Scanner{cfg: cfg, opts: opts, sched: sched, shards: make(map[int]*shardScanner), retired: make(map[int]*shardScanner),
+		wakeKick: make(chan struct{}, 1), held: make(map[*shardScanner]struct{})}
 	s.scans.Log = opts.Log
 	s.scans.Down = "scanners paused: cannot read shards, retrying every interval"
 	s.scans.Up = "scanners resumed"
+	// One poll for all shards, in one round trip: a shard costs a command
+	// per interval, not a round trip and a scheduled job run of its own.
+	if _, err := sched.NewJob(gocron.DurationJob(cfg.Interval), gocron.NewTask(s.poll),
+		gocron.WithSingletonMode(gocron.LimitModeReschedule)); err != nil {
+		return nil, fmt.Errorf("schedule the poll: %w", err)
+	}
 	opts.Gate.OnAdvance(s.onWatermark)
 	return s, nil
 }
@@ -135,14 +161,17 @@ func (s *Scanner) SetShards(ids []int) error {
 			// back across a Redis outage): the same scanner goes on, so
 			// the members it still has in flight are not fired again.
 			delete(s.retired, id)
+			sc.pending.Store(false)
 			sc.stopped.Store(false)
 		} else {
 			sc = &shardScanner{s: s, id: id, inflight: make(map[string]struct{}),
-				backoff: retry.Backoff{Min: min(s.cfg.Interval, maxScanBackoff), Max: maxScanBackoff}}
+				backoff: retry.Backoff{Min: min(s.cfg.Interval, minScanBackoff), Max: maxScanBackoff}}
 		}
-		job, err := s.sched.NewJob(gocron.DurationJob(s.cfg.Interval), gocron.NewTask(sc.pass),
-			gocron.WithSingletonMode(gocron.LimitModeWait),
-			gocron.WithStartAt(gocron.WithStartImmediately()))
+		// The shard's job passes once now, then whenever the shard is
+		// woken (run): by its timer, a write, the poll, the watermark or a
+		// completed group. Not a singleton job: run keeps the passes one
+		// at a time without a goroutine per shard waiting for its turn.
+		job, err := s.sched.NewJob(gocron.OneTimeJob(gocron.OneTimeJobStartImmediately()), gocron.NewTask(sc.run))
 		if err != nil {
 			return fmt.Errorf("schedule shard %d: %w", id, err)
 		}
@@ -195,23 +224,72 @@ func (s *Scanner) Shards() []int {
 	return out
 }
 
-// Wake asks shard id's scanner for a pass now (no-op if not owned).
-func (s *Scanner) Wake(id int) {
+// Wake asks shard id's scanner for a pass now. It never blocks, and
+// reports whether this scanner scans the shard.
+func (s *Scanner) Wake(id int) bool {
 	s.mu.Lock()
 	sc := s.shards[id]
 	s.mu.Unlock()
-	if sc != nil {
+	return sc != nil && sc.wake()
+}
+
+// WakeAll asks every shard's scanner for a pass now.
+func (s *Scanner) WakeAll() {
+	s.mu.Lock()
+	all := make([]*shardScanner, 0, len(s.shards))
+	for _, sc := range s.shards {
+		all = append(all, sc)
+	}
+	s.mu.Unlock()
+	for _, sc := range all {
 		sc.wake()
 	}
 }
 
-func (s *Scanner) onWatermark(wm int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sc := range s.shards {
-		if h := sc.held.Load(); h != 0 && h <= wm-s.cfg.Grace.Milliseconds() {
-			sc.wake()
+// woke queues sc's pass for Run to start.
+func (s *Scanner) woke(sc *shardScanner) {
+	s.wakeMu.Lock()
+	s.woken = append(s.woken, sc)
+	s.wakeMu.Unlock()
+	select {
+	case s.wakeKick <- struct{}{}:
+	default:
+	}
+}
+
+// startWoken hands the passes of the woken shards to the scheduler.
+func (s *Scanner) startWoken() {
+	s.wakeMu.Lock()
+	q := s.woken
+	s.woken = s.wokenSpare[:0]
+	s.wakeMu.Unlock()
+	for k, sc := range q {
+		q[k] = nil
+		sc.mu.Lock()
+		job := sc.job
+		sc.mu.Unlock()
+		if sc.stopped.Load() || job == nil || job.RunNow() != nil {
+			// Not started: a later wake-up may ask again. One that does
+			// not come is made up for by the next poll.
+			sc.pending.Store(false)
 		}
+	}
+	s.wokenSpare = q[:0]
+}
+
+// onWatermark wakes the shards whose held deadline the watermark passed.
+func (s *Scanner) onWatermark(wm int64) {
+	limit := wm - s.cfg.Grace.Milliseconds()
+	var due []*shardScanner
+	s.heldMu.Lock()
+	for sc := range s.held {
+		if h := sc.held.Load(); h != 0 && h <= limit {
+			due = append(due, sc)
+		}
+	}
+	s.heldMu.Unlock()
+	for _, sc := range due {
+		sc.wake()
 	}
 }
 
@@ -225,9 +303,15 @@ func (s *Scanner) Run(ctx context.Context) error {
 	defer cancel()
 	s.dispatchCtx = dctx
 	s.sched.Start()
-	<-ctx.Done()
-	s.stopAll(cancel)
-	return nil
+	for {
+		select {
+		case <-ctx.Done():
+			s.stopAll(cancel)
+			return nil
+		case <-s.wakeKick:
+			s.startWoken()
+		}
+	}
 }
 
 // stopAll stops every shard's pass, then waits for the batches in flight

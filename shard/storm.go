@@ -37,7 +37,7 @@ type Stall struct {
 type Hold struct {
 	FromMs  int64 // no deadline after this fires while the hold lasts
 	SinceMs int64 // the first stall's detection
-	StormID string
+	ID      string
 	Expired bool // every stall expired: the hold no longer caps firing
 }
 
@@ -45,15 +45,17 @@ type Hold struct {
 // partition: a device whose deadline fell inside it is given its own
 // timeout again from EndMs.
 type Held struct {
-	StormID string
-	FromMs  int64
-	EndMs   int64
+	ID     string
+	FromMs int64
+	EndMs  int64
 }
 
 // StormName is the storm being named now.
 type StormName struct {
 	ID        string
 	StartedMs int64
+	// Announced says its storm_started event went out.
+	Announced bool
 }
 
 // GateState is the whole watermarks hash: what the firing gate reads.
@@ -85,12 +87,11 @@ func parseGate(m map[string]string) GateState {
 		case k == "hold":
 			f := strings.Split(v, ",")
 			if len(f) == 4 {
-				st.Hold = &Hold{FromMs: atoi64(f[0]), SinceMs: atoi64(f[1]), StormID: f[2], Expired: f[3] == "1"}
+				st.Hold = &Hold{FromMs: atoi64(f[0]), SinceMs: atoi64(f[1]), ID: f[2], Expired: f[3] == "1"}
 			}
 		case k == "storm":
-			f := strings.Split(v, ",")
-			if len(f) == 2 {
-				st.Storm = &StormName{ID: f[0], StartedMs: atoi64(f[1])}
+			if n, ok := parseStorm(v); ok {
+				st.Storm = &n
 			}
 		case strings.HasPrefix(k, "stall:"):
 			p, err := strconv.Atoi(k[len("stall:"):])
@@ -105,7 +106,7 @@ func parseGate(m map[string]string) GateState {
 		case strings.HasPrefix(k, "held:"):
 			f := strings.Split(v, ",")
 			if len(f) == 2 {
-				st.Held = append(st.Held, Held{StormID: k[len("held:"):], FromMs: atoi64(f[0]), EndMs: atoi64(f[1])})
+				st.Held = append(st.Held, Held{ID: k[len("held:"):], FromMs: atoi64(f[0]), EndMs: atoi64(f[1])})
 			}
 		default:
 			p, err := strconv.Atoi(k)
@@ -117,17 +118,25 @@ func parseGate(m map[string]string) GateState {
 	return st
 }
 
+func parseStorm(v string) (StormName, bool) {
+	f := strings.Split(v, ",")
+	if len(f) != 3 {
+		return StormName{}, false
+	}
+	return StormName{ID: f[0], StartedMs: atoi64(f[1]), Announced: f[2] == "1"}, true
+}
+
 func atoi64(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
 }
 
 // MarkStalled records partition p as stalled since sinceMs, its watermark
-// capped at capMs until records past hwm arrive, and opens or widens the
-// hold (naming a storm stormID when none is named). It reports false when
-// the partition was already recorded as stalled.
-func (s *Store) MarkStalled(ctx context.Context, p int, sinceMs, capMs, hwm int64, stormID string) (bool, error) {
-	n, err := scriptStallMark.Run(ctx, s.rdb, []string{s.keys.Watermarks()}, p, sinceMs, capMs, hwm, stormID).Int()
+// capped at capMs until records past hwm arrive, and opens (as holdID) or
+// widens the hold. It reports false when the partition was already
+// recorded as stalled.
+func (s *Store) MarkStalled(ctx context.Context, p int, sinceMs, capMs, hwm int64, holdID string) (bool, error) {
+	n, err := scriptStallMark.Run(ctx, s.rdb, []string{s.keys.Watermarks()}, p, sinceMs, capMs, hwm, holdID).Int()
 	if err != nil {
 		return false, fmt.Errorf("mark partition %d stalled: %w", p, err)
 	}
@@ -135,10 +144,11 @@ func (s *Store) MarkStalled(ctx context.Context, p int, sinceMs, capMs, hwm int6
 }
 
 // EndStall records that records flow again on partition p at endMs. It
-// reports whether that ended the hold (p was the last stalled partition).
-// Ended holds older than keepFromMs are dropped.
-func (s *Store) EndStall(ctx context.Context, p int, endMs, keepFromMs int64) (ended bool, err error) {
-	n, err := scriptStallEnd.Run(ctx, s.rdb, []string{s.keys.Watermarks()}, p, endMs, keepFromMs).Int()
+// reports whether that ended the hold (p was the last stalled partition);
+// a hold that lasted stormAfter or longer names storm stormID unless one is
+// named. Ended holds older than keepFromMs are dropped.
+func (s *Store) EndStall(ctx context.Context, p int, endMs, keepFromMs int64, stormAfter time.Duration, stormID string) (ended bool, err error) {
+	n, err := scriptStallEnd.Run(ctx, s.rdb, []string{s.keys.Watermarks()}, p, endMs, keepFromMs, stormAfter.Milliseconds(), stormID).Int()
 	if err != nil {
 		return false, fmt.Errorf("end the stall of partition %d: %w", p, err)
 	}
@@ -146,11 +156,13 @@ func (s *Store) EndStall(ctx context.Context, p int, endMs, keepFromMs int64) (e
 }
 
 // ExpireStalls stops the given stalled partitions (none: all) from holding
-// firing, and returns how many stopped now.
-func (s *Store) ExpireStalls(ctx context.Context, partitions ...int) (int, error) {
-	args := make([]any, len(partitions))
-	for k, p := range partitions {
-		args[k] = p
+// firing, and returns how many stopped now. When that lifts the hold, storm
+// stormID is named at nowMs unless one is named.
+func (s *Store) ExpireStalls(ctx context.Context, stormID string, nowMs int64, partitions ...int) (int, error) {
+	args := make([]any, 0, 2+len(partitions))
+	args = append(args, stormID, nowMs)
+	for _, p := range partitions {
+		args = append(args, p)
 	}
 	n, err := scriptStallExpire.Run(ctx, s.rdb, []string{s.keys.Watermarks()}, args...).Int()
 	if err != nil {
@@ -166,11 +178,20 @@ func (s *Store) NameStorm(ctx context.Context, id string, startedMs int64) (Stor
 	if err != nil {
 		return StormName{}, fmt.Errorf("name a storm: %w", err)
 	}
-	f := strings.Split(v, ",")
-	if len(f) != 2 {
+	n, ok := parseStorm(v)
+	if !ok {
 		return StormName{}, fmt.Errorf("name a storm: unexpected answer %q", v)
 	}
-	return StormName{ID: f[0], StartedMs: atoi64(f[1])}, nil
+	return n, nil
+}
+
+// AnnouncedStorm records that storm id's storm_started event went out.
+func (s *Store) AnnouncedStorm(ctx context.Context, id string) error {
+	err := scriptStormName.Run(ctx, s.rdb, []string{s.keys.Watermarks()}, "announced", id, 0).Err()
+	if err != nil && err != redis.Nil {
+		return fmt.Errorf("announce storm %s: %w", id, err)
+	}
+	return nil
 }
 
 // EndStorm ends the storm named id, if it is still the one named.

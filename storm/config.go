@@ -2,6 +2,8 @@ package storm
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -60,3 +62,10 @@ func (c Config) Validate() error {
 
 // Holding reports whether stalled partitions hold firing at all.
 func (c Config) Holding() bool { return c.MaxHold > 0 }
+
+// NewID returns a fresh storm (or hold) id: the UTC second it was taken and
+// a random suffix, e.g. "20261127T031500Z-3fa9c2", readable in an event
+// and unique across instances.
+func NewID(now time.Time) string {
+	return now.UTC().Format("20060102T150405Z") + "-" + strconv.FormatUint(rand.Uint64()&0xffffff|0x1000000, 16)[1:]
+}

@@ -50,7 +50,9 @@ type App struct {
 	Publisher *dispatch.Publisher
 	Scanner   *scanner.Scanner
 	Leaser    *scanner.Leaser
+	Wakes     *scanner.Wakes
 	Sweeper   *rebalance.Sweeper
+	Namer     *storm.Namer
 	Ingest    *ingest.Ingest
 	HTTP      *httpapi.Server
 }
@@ -131,6 +133,13 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		// The owner of shard 0's scanner sweeps migrations: one sweeper at a time.
 		a.Sweeper = rebalance.NewSweeper(a.Store, a.Watcher, func() bool { return a.Leaser.Owns(0) }, a.Metrics, log)
 	}
+	a.Namer = storm.NewNamer(cfg.Storm, namer)
+	a.Publisher.SetStorm(a.Namer)
+	// A write of a deadline due before the scanners' next poll wakes the
+	// shard's scanner: this process's at once, another instance's through
+	// Redis.
+	a.Wakes = scanner.NewWakes(a.Store, a.Scanner, log)
+	a.Store.SetWakes(shard.Wakes{Within: cfg.Scanner.WakeWithin(), Announce: a.Wakes.Announce})
 	if a.runs("ingest") {
 		var rec ingest.RecoveryPublisher
 		if cfg.Dispatch.RecoveryWindow > 0 {

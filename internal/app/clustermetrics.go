@@ -51,12 +51,16 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 		c.Sizes[i] = cmds[2*i].(*redis.IntCmd).Val()
 		c.Due[i] = cmds[2*i+1].(*redis.IntCmd).Val()
 	}
-	wms, parts, err := a.Store.Watermarks(ctx)
+	gs, err := a.Store.ReadGate(ctx)
 	if err != nil {
 		return metrics.Cluster{}, err
 	}
-	if min, ok := shard.MinWatermark(wms, parts); ok {
+	if min, ok := shard.MinWatermark(gs.Watermarks, gs.Partitions); ok {
 		c.WatermarkMs = min
+	}
+	c.Stalled = len(gs.Stalls)
+	if gs.Hold != nil && !gs.Hold.Expired {
+		c.HeldSinceMs = gs.Hold.SinceMs
 	}
 	down, err := rebalance.CountDown(ctx, a.Store, a.policy, n, a.cfg.Dispatch.RecoveryWindow, rebalance.DownByClassMax, now)
 	if err != nil {

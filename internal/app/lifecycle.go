@@ -50,6 +50,11 @@ func (a *App) stages() []stage {
 		scanners.parts = []part{{"scanner", a.Scanner.Run}}
 		leases.parts = []part{{"leaser", a.Leaser.Run}}
 	}
+	if a.Namer != nil {
+		// It publishes storm events and counts what dispatch published:
+		// it stops with the scanners, before the producers close.
+		scanners.parts = append(scanners.parts, part{"storm namer", a.Namer.Run})
+	}
 	producers := stage{name: "producers"}
 	if a.Publisher != nil {
 		producers.closers = []closer{{"producer close", a.Publisher.Close}}
@@ -64,6 +69,9 @@ func (a *App) stages() []stage {
 	}
 	if a.Gate != nil {
 		shared.parts = append(shared.parts, part{"watermark", a.Gate.Run})
+	}
+	if a.Wakes != nil {
+		shared.parts = append(shared.parts, part{"wakes", a.Wakes.Run})
 	}
 	if a.Sweeper != nil {
 		shared.parts = append(shared.parts, part{"sweeper", a.Sweeper.Run})
@@ -85,7 +93,8 @@ func (a *App) stages() []stage {
 		// 2. The scanners start no new pass; the batches in flight are
 		//    acknowledged by Kafka and removed from their shards, within
 		//    shutdown_timeout. Until then they need their leases, the
-		//    producers and the layout.
+		//    producers and the layout. The storm namer stops beside them,
+		//    writing its last counts.
 		scanners,
 		// 3. Leases are released and the instance deregisters once nothing
 		//    is in flight, so other instances take its shards at once and
@@ -95,8 +104,9 @@ func (a *App) stages() []stage {
 		//    (recovered events) publish any more.
 		producers,
 		// 5. Last, what every other stage reads: the layout watcher, the
-		//    watermark gate and the sweeper; HTTP, so /readyz and /metrics
-		//    answer to the end; then the Redis client.
+		//    watermark gate, the wake-ups between instances and the
+		//    sweeper; HTTP, so /readyz and /metrics answer to the end; then
+		//    the Redis client.
 		shared,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/httpapi"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 )
@@ -39,10 +40,10 @@ func (a *App) status(ctx context.Context) (any, error) {
 	return st, nil
 }
 
-// devicesDown answers GET /devices/down: what `flatline devices down -o
-// json` prints for the same --class and --limit.
-func (a *App) devicesDown(ctx context.Context, class string, limit int) (any, error) {
+// devicesDown answers GET /devices/down: a page of what `flatline devices
+// down -o json` prints for the same --class, with the cursor of the next.
+func (a *App) devicesDown(ctx context.Context, q httpapi.DevicesDownQuery) (any, error) {
 	return rebalance.ListDown(ctx, a.Store, a.policy, rebalance.DownQuery{
-		Class: class, Limit: limit, Window: a.cfg.Dispatch.RecoveryWindow, Pad: a.cfg.Ingest.CoalesceWindow,
+		Class: q.Class, Limit: q.Limit, Cursor: q.Cursor, Window: a.cfg.Dispatch.RecoveryWindow, Pad: a.cfg.Ingest.CoalesceWindow,
 	}, time.Now())
 }

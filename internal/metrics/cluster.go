@@ -26,6 +26,11 @@ type Cluster struct {
 	// WatermarkMs is min over signals partitions of wm(p), Unix ms; 0 when
 	// no partition has one yet.
 	WatermarkMs int64
+	// Stalled is how many signals partitions are stalled (storm guard);
+	// HeldSinceMs is when the hold that holds firing now was detected, 0
+	// when none does.
+	Stalled     int
+	HeldSinceMs int64
 	Now         time.Time
 }
 
@@ -61,7 +66,7 @@ type clusterCollector struct {
 	lastAt   time.Time
 	lastTook time.Duration
 
-	up, took, layout, previous, size, due, tracked, down, wm, wmLag *prometheus.Desc
+	up, took, layout, previous, size, due, tracked, down, wm, wmLag, stalled, held *prometheus.Desc
 }
 
 func newClusterCollector(now func() time.Time) *clusterCollector {
@@ -80,12 +85,14 @@ func newClusterCollector(now func() time.Time) *clusterCollector {
 		down:     d("flatline_devices_down", "Devices timed out within dispatch.recovery_window and not beating since, by class (\"\" = none; \"*\" = all, when too many to split by class at scrape time).", "class"),
 		wm:       d("flatline_watermark_timestamp_seconds", "The firing watermark: min over signals partitions of wm(p), Unix seconds."),
 		wmLag:    d("flatline_watermark_lag_seconds", "How far the firing watermark is behind now."),
+		stalled:  d("flatline_partitions_stalled", "Signals partitions stalled: busy, and their high-water mark standing still (storm guard)."),
+		held:     d("flatline_firing_held_seconds", "How long stalled partitions have held firing, from the stall's detection; 0 when they do not."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.took, c.layout, c.previous, c.size, c.due, c.tracked, c.down, c.wm, c.wmLag} {
+	for _, d := range []*prometheus.Desc{c.up, c.took, c.layout, c.previous, c.size, c.due, c.tracked, c.down, c.wm, c.wmLag, c.stalled, c.held} {
 		ch <- d
 	}
 }
@@ -121,6 +128,12 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for class, n := range cl.Down {
 		gauge(c.down, float64(n), class)
 	}
+	gauge(c.stalled, float64(cl.Stalled))
+	held := 0.0
+	if cl.HeldSinceMs > 0 {
+		held = max(0, float64(cl.Now.UnixMilli()-cl.HeldSinceMs)/1000)
+	}
+	gauge(c.held, held)
 	if cl.WatermarkMs > 0 {
 		gauge(c.wm, float64(cl.WatermarkMs)/1000)
 		gauge(c.wmLag, max(0, float64(cl.Now.UnixMilli()-cl.WatermarkMs)/1000))

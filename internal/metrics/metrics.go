@@ -39,6 +39,12 @@ type Metrics struct {
 	ReplaysDropped prometheus.Counter
 	Moved          prometheus.Counter
 
+	// Storms counts the storms this instance announced (one instance
+	// names storms at a time: sum over instances); StormHoldsExpired the
+	// holds of this instance's partitions that storm.max_hold ended.
+	Storms            prometheus.Counter
+	StormHoldsExpired prometheus.Counter
+
 	LeasesOwned prometheus.Gauge
 	LeaseOwned  *prometheus.GaugeVec // shard
 	Misplaced   prometheus.Gauge
@@ -95,6 +101,8 @@ func New() *Metrics {
 		{&m.StaleDropped, "flatline_stale_copies_dropped_total", "Stale copies of a device in its previous shard dropped during a migration."},
 		{&m.ReplaysDropped, "flatline_replays_dropped_total", "Replayed heartbeats not later than a timeout their device already fired, dropped by the scanner instead of firing it again."},
 		{&m.Moved, "flatline_members_moved_total", "Members moved to their new shard during a migration."},
+		{&m.Storms, "flatline_storms_total", "Storms announced (storm_started events) by this instance."},
+		{&m.StormHoldsExpired, "flatline_storm_holds_expired_total", "Holds of stalled signals partitions that storm.max_hold ended, so that their held deadlines fired."},
 	}
 	for _, d := range counters {
 		*d.dst = prometheus.NewCounter(prometheus.CounterOpts{Name: d.name, Help: d.help})

@@ -3,8 +3,13 @@
 -- flow again; once every stall of the hold expired, the hold expires too
 -- and its deadlines fire.
 --
--- KEYS[1]  watermarks HASH (fields: see stall_mark.lua)
--- ARGV[1 ..]  the partitions; none: every stalled partition
+-- Deadlines fired because a hold expired always carry a storm_id: the
+-- storm is named (unless one is) in the same step that lifts the hold.
+--
+-- KEYS[1]  watermarks HASH (fields: see stall_mark.lua and stall_end.lua)
+-- ARGV[1]  the id of the storm to name
+-- ARGV[2]  now (Unix ms)
+-- ARGV[3 ..]  the partitions; none: every stalled partition
 --
 -- Returns the number of stalls that expired now.
 local n = 0
@@ -15,15 +20,15 @@ local function expire(f)
     n = n + 1
   end
 end
-if #ARGV == 0 then
+if #ARGV == 2 then
   for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
     if string.sub(f, 1, 6) == 'stall:' then
       expire(f)
     end
   end
 else
-  for _, p in ipairs(ARGV) do
-    expire('stall:' .. p)
+  for k = 3, #ARGV do
+    expire('stall:' .. ARGV[k])
   end
 end
 local all = true
@@ -38,5 +43,8 @@ end
 local hold = redis.call('HGET', KEYS[1], 'hold')
 if all and hold and string.sub(hold, -2) == ',0' then
   redis.call('HSET', KEYS[1], 'hold', string.sub(hold, 1, -2) .. '1')
+  if redis.call('HEXISTS', KEYS[1], 'storm') == 0 then
+    redis.call('HSET', KEYS[1], 'storm', ARGV[1] .. ',' .. ARGV[2] .. ',0')
+  end
 end
 return n

@@ -3,13 +3,12 @@
 --
 -- KEYS[1]  watermarks HASH. Fields this script owns beside the watermarks:
 --            "stall:<p>" -> "<since_ms>,<cap_ms>,<hwm>,<expired 0|1>"
---            "hold"      -> "<from_ms>,<since_ms>,<storm_id>,<expired 0|1>"
---            "storm"     -> "<storm_id>,<started_ms>"
+--            "hold"      -> "<from_ms>,<since_ms>,<hold_id>,<expired 0|1>"
 -- ARGV[1]  partition
 -- ARGV[2]  since_ms: when the stall was detected
 -- ARGV[3]  cap_ms: the partition's watermark stays at or below it
 -- ARGV[4]  hwm: the partition's high-water mark; records past it end the stall
--- ARGV[5]  a fresh storm id, taken when no storm is named yet
+-- ARGV[5]  a fresh id, for the hold when none is open
 --
 -- Returns 1 when the stall was recorded, 0 when it already was (another
 -- owner of the partition recorded it first).
@@ -20,14 +19,7 @@ end
 redis.call('HSET', KEYS[1], f, ARGV[2] .. ',' .. ARGV[3] .. ',' .. ARGV[4] .. ',0')
 local hold = redis.call('HGET', KEYS[1], 'hold')
 if not hold then
-  local id = ARGV[5]
-  local storm = redis.call('HGET', KEYS[1], 'storm')
-  if storm then
-    id = string.match(storm, '^([^,]+)')
-  else
-    redis.call('HSET', KEYS[1], 'storm', id .. ',' .. ARGV[2])
-  end
-  redis.call('HSET', KEYS[1], 'hold', ARGV[3] .. ',' .. ARGV[2] .. ',' .. id .. ',0')
+  redis.call('HSET', KEYS[1], 'hold', ARGV[3] .. ',' .. ARGV[2] .. ',' .. ARGV[5] .. ',0')
   return 1
 end
 local from, since, id, expired = string.match(hold, '^([^,]+),([^,]+),([^,]+),([^,]+)$')

@@ -1,0 +1,264 @@
+package scanner_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/scanner"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// instance is one flatline instance's scanning side over a shared Redis:
+// its own client and store, a scanner and its wake-ups, running until the
+// test ends. Its store announces soon deadlines as app wires it.
+type instance struct {
+	store   *shard.Store
+	scanner *scanner.Scanner
+	wakes   *scanner.Wakes
+}
+
+// startInstance starts an instance over rdb with key prefix; firing is not
+// held back by the watermark. It scans nothing until the test calls
+// SetShards, and returns once its wakes subscription is confirmed.
+func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg scanner.Config, shards int, hooks scanner.Hooks) *instance {
+	t.Helper()
+	ctx := testenv.Context(t, 30*time.Second)
+	log := slog.New(slog.DiscardHandler)
+	store := shard.NewStore(rdb, shard.NewKeys(prefix))
+	if err := store.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	gate := scanner.NewGate(store, time.Hour, 0, time.Hour, log)
+	if err := gate.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scanner.New(cfg, scanner.Options{
+		Store: store, Dispatcher: &countingDispatcher{}, Gate: gate, Layout: fixedLayout{shard.Layout{Count: shards}},
+		Metrics: metrics.New(), Log: log, DrainTimeout: 5 * time.Second, Hooks: hooks,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wakes := scanner.NewWakes(store, sc, log)
+	wakes.Subscribed = make(chan struct{}, 1)
+	store.SetWakes(shard.Wakes{Within: cfg.WakeWithin(), Announce: wakes.Announce})
+	runCtx, stop := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { _ = sc.Run(runCtx) })
+	running.Go(func() { _ = wakes.Run(runCtx) })
+	t.Cleanup(func() {
+		stop()
+		running.Wait()
+	})
+	select {
+	case <-wakes.Subscribed:
+	case <-ctx.Done():
+		t.Fatal("the wakes subscription was not confirmed")
+	}
+	return &instance{store: store, scanner: sc, wakes: wakes}
+}
+
+// firedIDs returns a Fired hook that sends every fired member's id to the
+// returned channel.
+func firedIDs() (scanner.Hooks, <-chan string) {
+	ch := make(chan string, 100)
+	return scanner.Hooks{Fired: func(_ int, batch []shard.Member, _ int) {
+		for _, m := range batch {
+			ch <- m.ID
+		}
+	}}, ch
+}
+
+func waitFired(ctx context.Context, t *testing.T, fired <-chan string, id, why string) {
+	t.Helper()
+	for {
+		select {
+		case got := <-fired:
+			if got == id {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s did not fire: %s", id, why)
+		}
+	}
+}
+
+// A write whose deadline falls due before the next poll wakes the shard's
+// scanner on the instance that scans it, whichever instance wrote it: here
+// the poll is a minute away, longer than the test may run, so the deadline
+// fires only because the write woke the scanner. Each instance's scanner
+// first fires a member that was due at its start: once it has, its start-up
+// passes are over and it is idle (an empty shard, no timer), so nothing but
+// a wake-up makes it read its shard again.
+func TestSoonDeadlineWakesTheScannerOfItsShard(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Redis(t)
+	prefix := testenv.Prefix(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	cfg := scanner.DefaultConfig()
+	cfg.Interval = time.Minute
+
+	hooksA, firedA := firedIDs()
+	hooksB, firedB := firedIDs()
+	a := startInstance(t, srv.Client(t), prefix, cfg, 2, hooksA)
+	b := startInstance(t, srv.Client(t), prefix, cfg, 2, hooksB)
+	keys := shard.NewKeys(prefix)
+	due := shard.Score(time.Now().Add(-time.Second).UnixMilli(), 0)
+	for i, id := range []string{"started-0", "started-1"} {
+		if err := srv.Client(t).ZAdd(ctx, keys.Deadlines(i), redis.Z{Member: id, Score: due}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.scanner.SetShards([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.scanner.SetShards([]int{1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(ctx, t, firedA, "started-0", "instance A's start-up pass")
+	waitFired(ctx, t, firedB, "started-1", "instance B's start-up pass")
+
+	write := func(in *instance, i int, id string) {
+		t.Helper()
+		var batch shard.Batch
+		batch.Reset(2)
+		batch.Add(i, id, shard.Score(time.Now().Add(300*time.Millisecond).UnixMilli(), 0), 0)
+		if _, err := in.store.Write(ctx, &batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B writes into A's shard: the wake-up goes through Redis.
+	write(b, 0, "elsewhere")
+	waitFired(ctx, t, firedA, "elsewhere", "a write on another instance did not wake the shard's scanner")
+	// B writes into its own shard: the wake-up stays in the process.
+	write(b, 1, "here")
+	waitFired(ctx, t, firedB, "here", "a write did not wake this instance's scanner of the shard")
+}
+
+// commandCounter counts, per key, the ZRANGEs a client sent on their own
+// (a pass's reads) and in pipelines (the poll's), and signals each poll: a
+// pipeline of ZRANGEs only.
+type commandCounter struct {
+	mu     sync.Mutex
+	passes map[string]int
+	polled map[string]int
+	polls  int
+	poll   chan struct{}
+}
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "zrange" {
+			c.mu.Lock()
+			c.passes[cmd.Args()[1].(string)]++
+			c.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		poll := len(cmds) > 0
+		for _, cmd := range cmds {
+			poll = poll && cmd.Name() == "zrange"
+		}
+		if poll {
+			c.mu.Lock()
+			c.polls++
+			for _, cmd := range cmds {
+				c.polled[cmd.Args()[1].(string)]++
+			}
+			c.mu.Unlock()
+			select {
+			case c.poll <- struct{}{}:
+			default:
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *commandCounter) snapshot(key string) (passes, polled, polls int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.passes[key], c.polled[key], c.polls
+}
+
+// An idle shard costs its scanner one command per poll, sent with every
+// other shard's in one round trip, and no pass of its own: neither the
+// poll nor anything else wakes a shard whose next deadline is far away.
+// Counted by the polls the client sent, not by the clock.
+func TestIdleShardCostsOneCommandPerPoll(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Redis(t)
+	prefix := testenv.Prefix(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	count := &commandCounter{passes: map[string]int{}, polled: map[string]int{}, poll: make(chan struct{}, 1)}
+	rdb := srv.Client(t)
+	rdb.AddHook(count)
+	cfg := scanner.DefaultConfig()
+	cfg.Interval = 20 * time.Millisecond
+	in := startInstance(t, rdb, prefix, cfg, 2, scanner.Hooks{})
+	keys := shard.NewKeys(prefix)
+	// Shard 0 holds a deadline an hour away, shard 1 nothing.
+	if err := rdb.ZAdd(ctx, keys.Deadlines(0), redis.Z{Member: "later", Score: shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.scanner.SetShards([]int{0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitPolls := func(n int) {
+		t.Helper()
+		for {
+			if _, _, polls := count.snapshot(keys.Deadlines(0)); polls >= n {
+				return
+			}
+			select {
+			case <-count.poll:
+			case <-ctx.Done():
+				t.Fatalf("fewer than %d polls", n)
+			}
+		}
+	}
+	// The start-up passes: one read of each shard (checked at each poll).
+	for _, i := range []int{0, 1} {
+		for {
+			if passes, _, _ := count.snapshot(keys.Deadlines(i)); passes >= 1 {
+				break
+			}
+			select {
+			case <-count.poll:
+			case <-ctx.Done():
+				t.Fatalf("shard %d never passed", i)
+			}
+		}
+	}
+	_, _, polls := count.snapshot(keys.Deadlines(0))
+	waitPolls(polls + 1) // a poll that began after the start-up passes
+	const window = 10
+	for _, i := range []int{0, 1} {
+		key := keys.Deadlines(i)
+		passes0, polled0, polls0 := count.snapshot(key)
+		waitPolls(polls0 + window)
+		passes, polled, polls := count.snapshot(key)
+		if passes != passes0 {
+			t.Errorf("shard %d: %d passes read it during %d polls, want none", i, passes-passes0, polls-polls0)
+		}
+		if polled-polled0 != polls-polls0 {
+			t.Errorf("shard %d: read %d times by %d polls, want once per poll", i, polled-polled0, polls-polls0)
+		}
+	}
+}
