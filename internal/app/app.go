@@ -51,6 +51,7 @@ type App struct {
 	Scanner   *scanner.Scanner
 	Leaser    *scanner.Leaser
 	Wakes     *scanner.Wakes
+	Wakes     *scanner.Wakes
 	Sweeper   *rebalance.Sweeper
 	Namer     *storm.Namer
 	Ingest    *ingest.Ingest
@@ -135,6 +136,11 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	}
 	a.Namer = storm.NewNamer(cfg.Storm, namer)
 	a.Publisher.SetStorm(a.Namer)
+	// A write of a deadline due before the scanners' next poll wakes the
+	// shard's scanner: this process's at once, another instance's through
+	// Redis.
+	a.Wakes = scanner.NewWakes(a.Store, a.Scanner, log)
+	a.Store.SetWakes(shard.Wakes{Within: cfg.Scanner.WakeWithin(), Announce: a.Wakes.Announce})
 	// A write of a deadline due before the scanners' next poll wakes the
 	// shard's scanner: this process's at once, another instance's through
 	// Redis.

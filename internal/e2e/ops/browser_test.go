@@ -68,6 +68,9 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 	if banner := elementByID(t, dom, "banner"); banner.text != "" {
 		t.Errorf("error banner shown: %q", banner.text)
 	}
+	if banner := elementByID(t, dom, "storm-banner"); banner.text != "" {
+		t.Errorf("storm banner shown with no stall: %q", banner.text)
+	}
 	bars := regexp.MustCompile(`(?s)<svg[^>]*id="chart-shards".*?</svg>`).FindString(dom)
 	if n := strings.Count(bars, "<rect"); n != shards {
 		t.Errorf("shard bar chart has %d bars, want %d", n, shards)
@@ -78,6 +81,16 @@ func TestStatusPageInHeadlessChromium(t *testing.T) {
 	}
 	if strings.Contains(dom, "collecting…") && !strings.Contains(dom, "<path") {
 		t.Errorf("no chart drew a line")
+	}
+
+	// A stalled partition, as ingest records it, shows in the storm banner.
+	// (Partition 3 of 4 carries nothing here: its probes end no stall.)
+	if _, err := in.Store.MarkStalled(t.Context(), 3, time.Now().UnixMilli(), time.Now().UnixMilli(), 1<<40, "page-test"); err != nil {
+		t.Fatal(err)
+	}
+	dom = runChromium(t, bin, "--virtual-time-budget=3000", "--dump-dom", in.base+"/")
+	if banner := elementByID(t, dom, "storm-banner"); !strings.Contains(banner.text, "Firing held for") || !strings.Contains(banner.text, "partitions 3 stalled") {
+		t.Errorf("storm banner %q, want firing held and partition 3 stalled", banner.text)
 	}
 
 	dir := t.TempDir()
