@@ -1,15 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/httpapi"
 	"github.com/flatline-dev/flatline/rebalance"
+	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // devicesDownOptions are the flags of `flatline devices down`.
@@ -61,9 +67,7 @@ func (o *devicesDownOptions) run(ctx context.Context, r *rootOptions, out io.Wri
 		return err
 	}
 	defer closeStore()
-	list, err := rebalance.ListDown(ctx, store, policy, rebalance.DownQuery{
-		Class: o.class, Limit: o.limit, Window: cfg.Dispatch.RecoveryWindow, Pad: cfg.Ingest.CoalesceWindow,
-	}, now)
+	list, err := o.list(ctx, store, policy, cfg, now)
 	if err != nil {
 		return err
 	}
@@ -90,4 +94,32 @@ func (o *devicesDownOptions) run(ctx context.Context, r *rootOptions, out io.Wri
 		fmt.Fprintf(out, "(the first %d found; --limit 0 lists all)\n", len(list.Devices))
 	}
 	return nil
+}
+
+// list follows the listing's cursor, a page of at most
+// httpapi.DevicesDownMaxLimit at a time as GET /devices/down does, until
+// it has --limit devices (all with 0), and sorts them longest down first.
+// Next is where the listing would go on, for a truncated list.
+func (o *devicesDownOptions) list(ctx context.Context, store *shard.Store, policy *timeouts.Policy, cfg *configs.Config, now time.Time) (rebalance.DownList, error) {
+	all := rebalance.DownList{Devices: []rebalance.DownDevice{}}
+	for {
+		page := httpapi.DevicesDownMaxLimit
+		if o.limit > 0 {
+			page = min(page, o.limit-len(all.Devices))
+		}
+		got, err := rebalance.ListDown(ctx, store, policy, rebalance.DownQuery{
+			Class: o.class, Limit: page, Cursor: all.Next,
+			Window: cfg.Dispatch.RecoveryWindow, Pad: cfg.Ingest.CoalesceWindow,
+		}, now)
+		if err != nil {
+			return rebalance.DownList{}, err
+		}
+		all.Devices = append(all.Devices, got.Devices...)
+		all.Next, all.Truncated = got.Next, got.Truncated
+		if got.Next == "" || o.limit > 0 && len(all.Devices) >= o.limit {
+			break
+		}
+	}
+	slices.SortStableFunc(all.Devices, func(a, b rebalance.DownDevice) int { return cmp.Compare(a.DeadlineMs, b.DeadlineMs) })
+	return all, nil
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -9,25 +10,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// GET /devices/down takes the options of `flatline devices down`: class,
-// and limit with the same default; a bad one is a 400 naming it, and the
-// read is never asked.
+// cursorError is an error of the caller's making, as a listing reports a
+// cursor it did not give.
+type cursorError struct{}
+
+func (cursorError) Error() string    { return "cursor: not one a listing gave" }
+func (cursorError) BadRequest() bool { return true }
+
+// GET /devices/down takes the options of `flatline devices down` and a
+// cursor: class, and limit with the same default, at most
+// DevicesDownMaxLimit; a bad one is a 400 naming it (and the bound), and
+// the read is never asked. A cursor the read refuses is a 400 too; any
+// other failure of the read a 503.
 func TestDevicesDownTakesTheOptionsOfTheCommand(t *testing.T) {
 	t.Parallel()
-	type call struct {
-		class string
-		limit int
-	}
-	var calls []call
+	var calls []DevicesDownQuery
 	s, err := New(Config{Addr: "127.0.0.1:0"}, Options{
 		Registry: prometheus.NewRegistry(),
 		Ready:    func(context.Context) error { return nil },
 		Status:   func(context.Context) (any, error) { return nil, nil },
-		DevicesDown: func(ctx context.Context, class string, limit int) (any, error) {
+		DevicesDown: func(ctx context.Context, q DevicesDownQuery) (any, error) {
 			if _, ok := ctx.Deadline(); !ok {
 				t.Error("DevicesDown got a context without a deadline")
 			}
-			calls = append(calls, call{class, limit})
+			calls = append(calls, q)
+			switch q.Cursor {
+			case "refused":
+				return nil, cursorError{}
+			case "redis-down":
+				return nil, errors.New("read down set of shard 3: connection refused")
+			}
 			return map[string]any{"devices": []string{}, "truncated": false}, nil
 		},
 	})
@@ -39,15 +51,20 @@ func TestDevicesDownTakesTheOptionsOfTheCommand(t *testing.T) {
 	for _, tc := range []struct {
 		method, url string
 		code        int
-		want        *call
+		want        *DevicesDownQuery
 		body        string
 	}{
-		{"GET", "/devices/down", 200, &call{"", DevicesDownLimit}, `"devices": []`},
-		{"GET", "/devices/down?class=camera&limit=20", 200, &call{"camera", 20}, ""},
-		{"GET", "/devices/down?limit=0", 200, &call{"", 0}, ""},
-		{"GET", "/devices/down?limit=-1", 400, nil, `limit: want a whole number`},
+		{"GET", "/devices/down", 200, &DevicesDownQuery{Limit: DevicesDownLimit}, `"devices": []`},
+		{"GET", "/devices/down?class=camera&limit=20", 200, &DevicesDownQuery{Class: "camera", Limit: 20}, ""},
+		{"GET", "/devices/down?limit=10000&cursor=abc", 200, &DevicesDownQuery{Limit: 10000, Cursor: "abc"}, ""},
+		{"HEAD", "/devices/down", 200, &DevicesDownQuery{Limit: DevicesDownLimit}, ""},
+		{"GET", "/devices/down?limit=10001", 400, nil, `limit: at most 10000 a page, got 10001; follow next for the rest`},
+		{"GET", "/devices/down?limit=0", 400, nil, `limit: want a whole number from 1 to 10000`},
+		{"GET", "/devices/down?limit=-1", 400, nil, `limit: want a whole number from 1 to 10000`},
 		{"GET", "/devices/down?limit=ten", 400, nil, `limit: want a whole number`},
 		{"GET", "/devices/down?clas=camera", 400, nil, `unknown query parameter "clas"`},
+		{"GET", "/devices/down?cursor=refused", 400, &DevicesDownQuery{Limit: DevicesDownLimit, Cursor: "refused"}, "cursor: not one a listing gave"},
+		{"GET", "/devices/down?cursor=redis-down", 503, &DevicesDownQuery{Limit: DevicesDownLimit, Cursor: "redis-down"}, "connection refused"},
 		{"POST", "/devices/down", 405, nil, ""},
 	} {
 		calls = nil

@@ -1,0 +1,202 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// newServer is a server on a free loopback port whose every endpoint
+// answers.
+func newServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	s, err := New(cfg, Options{
+		Registry: prometheus.NewRegistry(),
+		Ready:    func(context.Context) error { return nil },
+		Status:   func(context.Context) (any, error) { return map[string]any{"device": "dev-1"}, nil },
+		DevicesDown: func(context.Context, DevicesDownQuery) (any, error) {
+			return map[string]any{"devices": []string{"dev-1"}}, nil
+		},
+		Extra: map[string]http.Handler{"/extra": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte("dev-1\n"))
+		})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// serve runs s until the test ends, and waits for Run to return then.
+func serve(t *testing.T, s *Server) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// closedByServer reads from conn until the server closes it, and fails the
+// test when the read ends any other way. The deadline is a safety net for a
+// server that would keep the connection forever, not a measure.
+func closedByServer(t *testing.T, conn net.Conn, what string) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("%s: the server kept the connection open", what)
+	}
+	// io.Copy returns nil at EOF; a reset is a close too.
+}
+
+// only is timeouts of an hour but for the one short that set makes, so a
+// connection closed is closed by that one (net/http falls back from one
+// timeout to another when one is unset).
+func only(set func(*timeouts)) timeouts {
+	to := timeouts{readHeader: time.Hour, read: time.Hour, write: time.Hour, idle: time.Hour}
+	set(&to)
+	return to
+}
+
+// Every connection has a deadline for its headers, its request, its
+// response and its idleness, and headers are bounded: what a client holds
+// of the server it gives back.
+func TestEveryConnectionHasTimeouts(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, Config{}).httpServer()
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 || srv.MaxHeaderBytes <= 0 {
+		t.Fatalf("header %s, read %s, write %s, idle %s, max header bytes %d: want all set",
+			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	}
+	// The write deadline runs from the end of the request's headers: the
+	// slowest answer must fit in it, or its client gets a cut response.
+	if srv.WriteTimeout <= devicesDownTimeout {
+		t.Errorf("write timeout %s leaves no room for a /devices/down page read for up to %s", srv.WriteTimeout, devicesDownTimeout)
+	}
+}
+
+// A client that trickles its headers is cut off at ReadHeaderTimeout.
+func TestSlowHeadersAreCutOff(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{})
+	s.timeouts = only(func(to *timeouts) { to.readHeader = 50 * time.Millisecond })
+	serve(t, s)
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: flatline\r\nX-Slow: ")); err != nil {
+		t.Fatal(err)
+	}
+	closedByServer(t, conn, "headers never finished")
+}
+
+// A client that never sends the body it announced is cut off at
+// ReadTimeout, though its headers came in time.
+func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{})
+	s.timeouts = only(func(to *timeouts) { to.read = 50 * time.Millisecond })
+	serve(t, s)
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: flatline\r\nContent-Length: 100\r\n\r\nx")); err != nil {
+		t.Fatal(err)
+	}
+	closedByServer(t, conn, "body never finished")
+}
+
+// A kept-alive connection that sends no next request is closed at
+// IdleTimeout.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{})
+	s.timeouts = only(func(to *timeouts) { to.idle = 50 * time.Millisecond })
+	serve(t, s)
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: flatline\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Close {
+		t.Fatalf("GET /healthz = %d, close %v; want 200 on a kept-alive connection", res.StatusCode, res.Close)
+	}
+	closedByServer(t, conn, "idle after a request")
+}
+
+// Only GET and HEAD are answered, on every path: anything else is a 405
+// that names them in Allow; HEAD answers as GET does, without a body.
+func TestOnlyGetAndHeadAreAnswered(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{})
+	serve(t, s)
+	base := "http://" + s.Addr()
+	for _, path := range []string{"/", "/metrics", "/healthz", "/readyz", "/status", "/devices/down", "/extra", "/nope"} {
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions, "PROPFIND"} {
+			req, err := http.NewRequest(method, base+path, strings.NewReader("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = res.Body.Close()
+			if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s = %d, Allow %q; want 405, GET, HEAD", method, path, res.StatusCode, res.Header.Get("Allow"))
+			}
+		}
+		want := http.StatusOK
+		if path == "/nope" {
+			want = http.StatusNotFound
+		}
+		res, err := http.Head(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != want || len(body) != 0 {
+			t.Errorf("HEAD %s = %d with %d bytes of body, want %d and none", path, res.StatusCode, len(body), want)
+		}
+		res, err = http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET %s = %d, want %d", path, res.StatusCode, want)
+		}
+	}
+}
