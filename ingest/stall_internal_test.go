@@ -1,0 +1,98 @@
+package ingest
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/kfetch"
+	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/storm"
+)
+
+// guardAt is a stall guard over partitions 0 and 1 on a clock the test
+// moves.
+func guardAt(now *time.Time, inherited map[int]shard.Traffic) *stallGuard {
+	in := &Ingest{opts: Options{Now: func() time.Time { return *now }, Storm: storm.DefaultConfig()}}
+	return newStallGuard(in, inherited, nil, []int{0, 1})
+}
+
+func observed(prefix string, n int, at time.Time) []kfetch.Record {
+	out := make([]kfetch.Record, n)
+	for i := range out {
+		out[i] = kfetch.Record{Offset: int64(i), Time: at, Key: []byte(prefix + strconv.Itoa(i))}
+	}
+	return out
+}
+
+// TestBusyPartitionsWatermarkStaysNearItsLastRecord: a partition whose
+// records come from storm.min_devices devices is capped at its last
+// record + its threshold; one with fewer devices is not capped at all.
+func TestBusyPartitionsWatermarkStaysNearItsLastRecord(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	g := guardAt(&now, nil)
+	g.observe(0, observed("busy-", 150, now), now.UnixMilli())
+	g.observe(1, observed("quiet-", 40, now), now.UnixMilli())
+	later := now.Add(10 * time.Second).UnixMilli()
+	wms := map[int]int64{0: later, 1: later}
+	g.capAt(wms)
+	if want := now.UnixMilli() + storm.DefaultConfig().StallAfter.Milliseconds(); wms[0] != want {
+		t.Errorf("busy partition capped at %d, want its last record + stall_after = %d", wms[0], want)
+	}
+	if wms[1] != later {
+		t.Errorf("quiet partition capped at %d, want it left at %d", wms[1], later)
+	}
+}
+
+// TestThresholdIsFiveUsualGapsWhenLonger: a partition with a record every
+// 200 ms may stand still for a second (five gaps) before it is stalled;
+// one with a record every millisecond for stall_after.
+func TestThresholdIsFiveUsualGapsWhenLonger(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	g := guardAt(&now, nil)
+	window := storm.DefaultConfig().Window
+	// One window of each: 50 records on partition 0 (a 200 ms gap), 10,000
+	// on partition 1; then a record of the next window rolls it over.
+	g.observe(0, observed("slow-", 50, now), now.UnixMilli())
+	g.observe(1, observed("fast-", 10_000, now), now.UnixMilli())
+	next := now.Add(window)
+	g.observe(0, observed("slow-", 1, next), next.UnixMilli())
+	g.observe(1, observed("fast-", 1, next), next.UnixMilli())
+	for p, want := range map[int]int64{0: 1000, 1: storm.DefaultConfig().StallAfter.Milliseconds()} {
+		tr := g.parts[p]
+		if got := g.threshold(p, tr, next.UnixMilli()); got != want {
+			t.Errorf("partition %d: threshold %d ms, want %d", p, got, want)
+		}
+	}
+}
+
+// TestNewOwnerTakesItsFormerOwnersWord: before it saw a window of its own,
+// a new owner caps a partition its former owner found busy, from the
+// former owner's last record.
+func TestNewOwnerTakesItsFormerOwnersWord(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	last := now.Add(-3 * time.Second).UnixMilli()
+	g := guardAt(&now, map[int]shard.Traffic{0: {LastRecordMs: last, HWM: 500, ThresholdMs: 700, Busy: true}})
+	wms := map[int]int64{0: now.UnixMilli(), 1: now.UnixMilli()}
+	g.capAt(wms)
+	if wms[0] != last+700 {
+		t.Errorf("partition 0 capped at %d, want the former owner's last record + threshold = %d", wms[0], last+700)
+	}
+	if wms[1] != now.UnixMilli() {
+		t.Errorf("partition 1 (no former word) capped at %d", wms[1])
+	}
+}
+
+// TestHoldingOffCapsNothing: storm.max_hold 0 is flatline without the guard.
+func TestHoldingOffCapsNothing(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	g := guardAt(&now, nil)
+	g.cfg.MaxHold = 0
+	g.observe(0, observed("busy-", 150, now), now.UnixMilli())
+	later := now.Add(time.Minute).UnixMilli()
+	wms := map[int]int64{0: later}
+	g.capAt(wms)
+	if wms[0] != later {
+		t.Errorf("capped at %d with holding off", wms[0])
+	}
+}
