@@ -7,7 +7,10 @@
 // It runs for months, probed and scraped all the while, so nothing a
 // client does may hold resources for long: every connection has timeouts
 // for its headers, its request, its response and its idleness; only GET
-// and HEAD are answered; a page of /devices/down is bounded.
+// and HEAD are answered; a page of /devices/down is bounded. The
+// exporter-toolkit web config adds TLS and basic auth in front of every
+// endpoint, and http.expose metrics keeps every device id inside the
+// process.
 package httpapi
 
 import (
@@ -23,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 // Options wire the server.
@@ -38,7 +42,8 @@ type Options struct {
 	// that says true (a cursor it did not give) is answered 400, any other
 	// 503. Nil serves 404.
 	DevicesDown func(ctx context.Context, q DevicesDownQuery) (any, error)
-	// Extra handlers mounted beside the built-in ones (e.g. the status page).
+	// Extra handlers mounted beside the built-in ones, with http.expose all
+	// only.
 	Extra map[string]http.Handler
 }
 
@@ -109,6 +114,9 @@ type Server struct {
 
 // New binds the listener at once so a bad address fails at start.
 func New(cfg Config, opts Options) (*Server, error) {
+	if cfg.Expose == "" {
+		cfg.Expose = ExposeAll
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -122,8 +130,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 // Addr is the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// Handler returns the endpoints behind the method check: only GET and
-// HEAD are answered.
+// Handler returns the endpoints http.expose names, behind the method
+// check: only GET and HEAD are answered.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// Gauges read from Redis are a collector of the registry: read when
@@ -141,6 +149,11 @@ func (s *Server) Handler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	if s.cfg.Expose == ExposeMetrics {
+		// The rest names devices (or, the page, shows them): left out, it
+		// is a 404 like any unknown path.
+		return getOnly(mux)
+	}
 	mux.Handle("/{$}", Page())
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -228,11 +241,14 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Run serves until ctx is cancelled.
+// Run serves until ctx is cancelled: through the exporter-toolkit, which
+// applies http.web_config_file (TLS, basic auth) to every request, or
+// plain HTTP when it is empty.
 func (s *Server) Run(ctx context.Context) error {
 	srv := s.httpServer()
+	file := s.cfg.WebConfigFile
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(s.ln) }()
+	go func() { errc <- web.Serve(s.ln, srv, &web.FlagConfig{WebConfigFile: &file}, s.opts.Log) }()
 	select {
 	case err := <-errc:
 		if errors.Is(err, http.ErrServerClosed) {

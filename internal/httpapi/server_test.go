@@ -15,7 +15,8 @@ import (
 )
 
 // newServer is a server on a free loopback port whose every endpoint
-// answers.
+// answers; devicesDown fails the test when expose says it must not be
+// asked.
 func newServer(t *testing.T, cfg Config) *Server {
 	t.Helper()
 	if cfg.Addr == "" {
@@ -26,6 +27,9 @@ func newServer(t *testing.T, cfg Config) *Server {
 		Ready:    func(context.Context) error { return nil },
 		Status:   func(context.Context) (any, error) { return map[string]any{"device": "dev-1"}, nil },
 		DevicesDown: func(context.Context, DevicesDownQuery) (any, error) {
+			if cfg.Expose == ExposeMetrics {
+				t.Error("with http.expose metrics, /devices/down read the devices")
+			}
 			return map[string]any{"devices": []string{"dev-1"}}, nil
 		},
 		Extra: map[string]http.Handler{"/extra": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -198,5 +202,69 @@ func TestOnlyGetAndHeadAreAnswered(t *testing.T) {
 		if res.StatusCode != want {
 			t.Errorf("GET %s = %d, want %d", path, res.StatusCode, want)
 		}
+	}
+}
+
+// With http.expose metrics, only /metrics, /healthz and /readyz are
+// served: every endpoint that names a device is a 404, and is not asked.
+func TestExposeMetricsServesNoDeviceID(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, Config{Expose: ExposeMetrics})
+	serve(t, s)
+	for path, want := range map[string]int{
+		"/metrics": 200, "/healthz": 200, "/readyz": 200,
+		"/": 404, "/status": 404, "/devices/down": 404, "/devices/down?limit=1": 404, "/extra": 404,
+	} {
+		res, err := http.Get("http://" + s.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET %s = %d, want %d", path, res.StatusCode, want)
+		}
+		if strings.Contains(string(body), "dev-1") {
+			t.Errorf("GET %s shows a device id: %s", path, body)
+		}
+	}
+}
+
+// A bad http section is refused naming the key, in one line.
+func TestValidateNamesTheKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		web  string // the web config file's content, when there is one
+		want string // "" = valid
+	}{
+		{"default", DefaultConfig(), "", ""},
+		{"metrics only", Config{Addr: ":9464", Expose: ExposeMetrics}, "", ""},
+		{"unknown expose", Config{Addr: ":9464", Expose: "devices"}, "", `http.expose: want all or metrics, got "devices"`},
+		{"empty expose", Config{Addr: ":9464"}, "", `http.expose: want all or metrics, got ""`},
+		{"bad addr", Config{Addr: "9464", Expose: ExposeAll}, "", "http.addr:"},
+		{"missing web config", Config{Addr: ":9464", Expose: ExposeAll, WebConfigFile: dir + "/missing.yml"}, "", "http.web_config_file: " + dir + "/missing.yml: open"},
+		{"unknown web config key", Config{Addr: ":9464", Expose: ExposeAll}, "tls_server_config:\n  cert_fle: x\n", "http.web_config_file: "},
+		{"bad bcrypt hash", Config{Addr: ":9464", Expose: ExposeAll}, "basic_auth_users:\n  admin: secret\n", "http.web_config_file: "},
+		{"missing certificate", Config{Addr: ":9464", Expose: ExposeAll}, "tls_server_config:\n  cert_file: nope.pem\n  key_file: nope-key.pem\n", "http.web_config_file: "},
+		{"basic auth only", Config{Addr: ":9464", Expose: ExposeAll}, "basic_auth_users:\n  admin: $2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			if tc.web != "" {
+				cfg.WebConfigFile = writeWebConfig(t, tc.web)
+			}
+			err := cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("accepted; want %q", tc.want)
+			case tc.want != "" && (!strings.HasPrefix(err.Error(), tc.want) || strings.ContainsAny(err.Error(), "\r\n")):
+				t.Fatalf("error %q; want one line starting %q", err, tc.want)
+			}
+		})
 	}
 }
