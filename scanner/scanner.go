@@ -37,6 +37,9 @@ type Hooks struct {
 	BeforeRemove func(shardID int, batch []shard.Member)
 	// Fired runs after a batch's members were removed.
 	Fired func(shardID int, batch []shard.Member, removed int)
+	// Reentered runs after members whose deadline fell inside a hold were
+	// given a new one (reenter.go) instead of firing.
+	Reentered func(shardID int, moved []shard.Member)
 }
 
 // Options wire a Scanner.
@@ -60,7 +63,11 @@ type Options struct {
 	// cancels them; what is left stays in Redis for the shard's next owner.
 	// Default: DefaultDrainTimeout.
 	DrainTimeout time.Duration
-	Hooks        Hooks
+	// Timing returns a member's deadline (without ingest.coalesce_window's
+	// padding) and its timeout, in Unix ms and ms: what dispatch reports.
+	// The storm guard's re-entry needs it (reenter.go); nil turns it off.
+	Timing func(id string, score float64, overrides map[string]int64) (deadlineMs, timeoutMs int64)
+	Hooks  Hooks
 }
 
 // DefaultDrainTimeout is the drain bound of a Scanner without DrainTimeout:

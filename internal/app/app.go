@@ -19,6 +19,7 @@ import (
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/storm"
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
@@ -50,7 +51,6 @@ type App struct {
 	Publisher *dispatch.Publisher
 	Scanner   *scanner.Scanner
 	Leaser    *scanner.Leaser
-	Wakes     *scanner.Wakes
 	Wakes     *scanner.Wakes
 	Sweeper   *rebalance.Sweeper
 	Namer     *storm.Namer
@@ -119,12 +119,17 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	if err != nil {
 		return err
 	}
+	namer := storm.NamerOptions{
+		Store: a.Store, MinTimeout: cfg.Timeouts.Min, Announcer: a.Publisher, Tracked: a.tracked, Metrics: a.Metrics, Log: log,
+	}
 	if a.runs("scanner") {
 		a.Gate = scanner.NewGate(a.Store, 5*time.Millisecond, cfg.Scanner.Grace, stallAfter(cfg), log)
+		namer.Gate = a.Gate
+		namer.Leader = func() bool { return a.Leaser.Owns(0) }
 		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
 			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: log,
 			RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
-			DrainTimeout: cfg.ShutdownTimeout, Hooks: hooks.Scanner,
+			DrainTimeout: cfg.ShutdownTimeout, Timing: a.Publisher.Timing, Hooks: hooks.Scanner,
 		})
 		if err != nil {
 			return err
@@ -136,11 +141,6 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	}
 	a.Namer = storm.NewNamer(cfg.Storm, namer)
 	a.Publisher.SetStorm(a.Namer)
-	// A write of a deadline due before the scanners' next poll wakes the
-	// shard's scanner: this process's at once, another instance's through
-	// Redis.
-	a.Wakes = scanner.NewWakes(a.Store, a.Scanner, log)
-	a.Store.SetWakes(shard.Wakes{Within: cfg.Scanner.WakeWithin(), Announce: a.Wakes.Announce})
 	// A write of a deadline due before the scanners' next poll wakes the
 	// shard's scanner: this process's at once, another instance's through
 	// Redis.
@@ -158,7 +158,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		a.Ingest, err = ingest.New(cfg.Ingest, ingest.Options{
 			Store: a.Store, Layout: a.Watcher, Policy: policy, Kafka: cfg.Kafka,
 			Metrics: a.Metrics, Log: log, Recovery: rec, RecoveryWindow: cfg.Dispatch.RecoveryWindow,
-			Raised: raised, Hooks: hooks.Ingest,
+			Raised: raised, Storm: cfg.Storm, Hooks: hooks.Ingest,
 		})
 		if err != nil {
 			return err
@@ -181,6 +181,19 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 // reported as stalled: well past normal batching and probing delays.
 func stallAfter(cfg configs.Config) time.Duration {
 	return max(10*cfg.Ingest.ProbeInterval, 2*time.Second)
+}
+
+// tracked is the number of devices tracked: the storm threshold's base.
+func (a *App) tracked(ctx context.Context) (int64, error) {
+	sizes, err := a.Store.Sizes(ctx, a.Watcher.Current().Shards())
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, s := range sizes {
+		n += s
+	}
+	return n, nil
 }
 
 func (a *App) runs(role string) bool { return slices.Contains(a.cfg.Roles, role) }
