@@ -48,6 +48,17 @@ type Leaser struct {
 	// Changed receives after every round that changed ownership (tests wait
 	// on it); it never blocks the leaser.
 	Changed chan struct{}
+	// reported is the shard count the per-shard ownership gauges were last
+	// set for: they change only with ownership or the count.
+	reported int
+}
+
+// renewAfter is how old a lease gets before a round renews it: about a
+// quarter of its TTL (less half a tick, for a round that comes a little
+// early), so most of the TTL remains to ride out failed renewals, each
+// round trying again.
+func (l *Leaser) renewAfter() time.Duration {
+	return l.ttl/4 - l.tick/2
 }
 
 // NewLeaser returns a leaser for instance id that applies the owned shard
@@ -127,24 +138,33 @@ func (l *Leaser) round(ctx context.Context) {
 		target++
 	}
 	changed := false
+	// Renewed in one round trip, and each lease only once a renewal is
+	// due, so an instance's leases cost Redis little however many
+	// shards it scans.
+	var renew, lost []int
 	for id := range l.owned {
-		ok := id < n
-		if ok {
-			ok, err = l.store.RenewLease(ctx, id, l.id, l.ttl)
-			if err != nil {
-				continue // Redis unreachable: expire gives it up after a TTL
-			}
-			if ok {
+		switch {
+		case id >= n:
+			lost = append(lost, id)
+		case now.Sub(l.renewed[id]) >= l.renewAfter():
+			renew = append(renew, id)
+		}
+	}
+	if renewed, err := l.store.RenewLeases(ctx, renew, l.id, l.ttl); err == nil {
+		for k, id := range renew {
+			if renewed[k] {
 				l.renewed[id] = now
+			} else {
+				lost = append(lost, id)
 			}
 		}
-		if !ok {
-			l.mu.Lock()
-			delete(l.owned, id)
-			l.mu.Unlock()
-			changed = true
-			l.log.Info("scanner lease lost", "shard", id)
-		}
+	} // else Redis is unreachable: expire gives them up after a TTL
+	for _, id := range lost {
+		l.mu.Lock()
+		delete(l.owned, id)
+		l.mu.Unlock()
+		changed = true
+		l.log.Info("scanner lease lost", "shard", id)
 	}
 	// Give extra shards up (highest first) so a newcomer can take them.
 	for len(l.owned) > target {
@@ -196,7 +216,8 @@ func (l *Leaser) round(ctx context.Context) {
 		default:
 		}
 	}
-	if l.metrics != nil {
+	if l.metrics != nil && (changed || n != l.reported) {
+		l.reported = n
 		l.metrics.LeasesOwned.Set(float64(len(l.owned)))
 		for id := 0; id < n; id++ {
 			v := 0.0
