@@ -125,6 +125,15 @@ func (r *redisProc) UsedMemory(ctx context.Context) (int64, error) {
 	return strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
 }
 
+// TotalCommands is INFO stats' total_commands_processed.
+func (r *redisProc) TotalCommands(ctx context.Context) (int64, error) {
+	info, err := r.rdb.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(infoField(info, "total_commands_processed"), 10, 64)
+}
+
 // CommandStats returns INFO commandstats as command -> (calls, usec).
 func (r *redisProc) CommandStats(ctx context.Context) (map[string]cmdStat, error) {
 	info, err := r.rdb.Info(ctx, "commandstats").Result()

@@ -22,10 +22,13 @@
 //  5. process cost: flatline's CPU and peak RSS, from scenarios 1 and 3.
 //  6. peers: bench/peers (a separate module) run on a fresh redis-server.
 //  7. micro: `go test -bench` output, when given with -micro.
+//  8. shard cost (scenario "shard-cost"): one fleet on one instance with 16
+//     shards and then with 4,096: flatline's and redis-server's CPU, Redis
+//     commands/s, goroutines and detection lateness, and the ratios.
 //
 // Usage (see `make bench`):
 //
-//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,peers] [-scale 0.5]
+//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,shard-cost,peers] [-scale 0.5]
 //	    [-peers bin/flatline-bench-peers] [-micro file] [-cpuprofile prefix] [-out bench/results]
 package main
 
@@ -73,6 +76,11 @@ type options struct {
 
 	memDevices int
 
+	costShards  string
+	costDevices int
+	costSilent  int
+	costWindow  time.Duration
+
 	peersBin  string
 	peersArgs string
 	micro     string
@@ -113,7 +121,7 @@ func main() {
 func run() int {
 	o := &options{}
 	fs := flag.NewFlagSet("flatline-bench", flag.ExitOnError)
-	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,peers", "comma-separated scenarios to run (peers needs -peers)")
+	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,shard-cost,peers", "comma-separated scenarios to run (peers needs -peers)")
 	fs.Float64Var(&o.scale, "scale", 1, "multiply every device and heartbeat count (not rates) by this; the output says so")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON result (empty: none)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write CPU profiles to PREFIX-<scenario>.pprof (flatline) and PREFIX-bench.pprof (this process)")
@@ -138,6 +146,10 @@ func run() int {
 	fs.IntVar(&o.massRuns, "mass-runs", 3, "scenario 3: runs (the median by drain rate counts; all are listed)")
 	fs.DurationVar(&o.massTimeout, "mass-timeout", 30*time.Second, "scenario 3: stop waiting this long after the deadline (the rate is then over what arrived)")
 	fs.IntVar(&o.memDevices, "mem-devices", issueSizes["mem-devices"], "scenario 4: devices")
+	fs.StringVar(&o.costShards, "cost-shards", "16,4096", "shard cost: the shard counts, run in this order (the ratios are the last over the first)")
+	fs.IntVar(&o.costDevices, "cost-devices", 2000, "shard cost: devices beating every second")
+	fs.IntVar(&o.costSilent, "cost-silent", 20, "shard cost: devices going silent per second, with 1 s timeouts (the lateness sample)")
+	fs.DurationVar(&o.costWindow, "cost-window", 20*time.Second, "shard cost: the measured window of each run")
 	fs.StringVar(&o.peersBin, "peers", "", "the bench/peers binary (scenario 6)")
 	fs.StringVar(&o.peersArgs, "peers-args", "", "extra arguments for the peers binary")
 	fs.StringVar(&o.micro, "micro", "", "a `go test -bench` output file to include (scenario 7)")
@@ -244,6 +256,7 @@ func run() int {
 		res.Mass, err = runMass(ctx, o)
 		return
 	})
+	runOne("shard-cost", func() (err error) { res.ShardCost, err = runShardCost(ctx, o); return })
 	if o.peersBin != "" {
 		runOne("peers", func() (err error) {
 			var skip []string

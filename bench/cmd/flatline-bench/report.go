@@ -35,6 +35,7 @@ type Result struct {
 	// fetches of the signals topic come back empty.
 	LatenessSparse *LatenessResult   `json:"lateness_sparse,omitempty"`
 	Mass           *MassResult       `json:"mass_expiry,omitempty"`
+	ShardCost      *ShardCostResult  `json:"shard_cost,omitempty"`
 	Memory         *MemoryResult     `json:"memory,omitempty"`
 	Peers          *PeersResult      `json:"peers,omitempty"`
 	Micro          []MicroResult     `json:"micro,omitempty"`
@@ -210,6 +211,28 @@ func (r *Result) buildTable() {
 		if m.RedisCPUUsecPer > 0 {
 			add("5 process cost", "mass expiry: redis-server CPU per fired event (median run)", fmt.Sprintf("%.2f µs%s", m.RedisCPUUsecPer, topLine(m.RedisTop, float64(m.Unique))), "", "")
 		}
+	}
+	if c := r.ShardCost; c != nil && len(c.Runs) > 1 {
+		sc := "8 shard cost"
+		base, last := c.Runs[0], c.Runs[len(c.Runs)-1]
+		for _, run := range c.Runs {
+			add(sc, fmt.Sprintf("%d shards: %s devices beating every 1 s (ingested %s/s), %d/s going silent with %s timeouts, over %s",
+				run.Shards, num(c.Devices), num(run.HeartbeatsIn), c.SilentPerSecond, dur(float64(c.SilentTimeoutMs)/1e3), dur(c.WindowSeconds)),
+				fmt.Sprintf("%d/%d timeouts", run.Received, run.Silent), "all, none of the fleet, no duplicate",
+				check(run.Received == run.Silent && run.FleetTimeouts == 0 && run.Duplicates == 0))
+			add(sc, fmt.Sprintf("%d shards: flatline / redis-server cores; Redis commands/s; goroutines", run.Shards),
+				fmt.Sprintf("%.3f / %.3f; %s; %s", run.FlatlineCores, run.RedisCores, num(run.CommandsPerSecond), num(run.Goroutines)), "", "")
+			add(sc, fmt.Sprintf("%d shards: arrival − deadline p50 / p99 / max (detected_at − deadline p99)", run.Shards),
+				fmt.Sprintf("%s / %s / %s ms (%s ms)", ms(run.Lateness.P50), ms(run.Lateness.P99), ms(run.Lateness.Max), ms(run.Detected.P99)), "", "")
+		}
+		vs := fmt.Sprintf("%d / %d shards", last.Shards, base.Shards)
+		add(sc, vs+": flatline CPU", fmt.Sprintf("%.2f ×", c.RatioFlatlineCPU), fmt.Sprintf("≤ %.1f ×", shardCostCPUTarget),
+			check(c.RatioFlatlineCPU > 0 && c.RatioFlatlineCPU <= shardCostCPUTarget))
+		add(sc, vs+": redis-server CPU", fmt.Sprintf("%.2f ×", c.RatioRedisCPU), fmt.Sprintf("≤ %.1f ×", shardCostCPUTarget),
+			check(c.RatioRedisCPU > 0 && c.RatioRedisCPU <= shardCostCPUTarget))
+		add(sc, vs+": detection lateness p99", fmt.Sprintf("%.2f ×", c.RatioLatenessP99), fmt.Sprintf("≤ %.1f ×", shardCostLatenessTarget),
+			check(c.RatioLatenessP99 > 0 && c.RatioLatenessP99 <= shardCostLatenessTarget))
+		add(sc, vs+": Redis commands/s", fmt.Sprintf("%.2f ×", c.RatioCommands), "", "")
 	}
 	if p := r.Peers; p != nil {
 		for _, pr := range p.Rows {
