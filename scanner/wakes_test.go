@@ -262,3 +262,41 @@ func TestIdleShardCostsOneCommandPerPoll(t *testing.T) {
 		}
 	}
 }
+
+// Announcements published while a subscription is down are lost: once
+// go-redis has subscribed again, every shard of the instance passes, and
+// finds what it was not told about. Here the deadline is written without an
+// announcement (as if its announcement was lost) and the instance's
+// subscription connection is killed; the poll is a minute away.
+func TestResubscribedInstancePassesEveryShard(t *testing.T) {
+	t.Parallel()
+	srv := testenv.Redis(t)
+	prefix := testenv.Prefix(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	cfg := scanner.DefaultConfig()
+	cfg.Interval = time.Minute
+	hooks, fired := firedIDs()
+	in := startInstance(t, srv.Client(t), prefix, cfg, 1, hooks)
+	rdb := srv.Client(t)
+	deadlines := shard.NewKeys(prefix).Deadlines(0)
+	if err := rdb.ZAdd(ctx, deadlines, redis.Z{Member: "started", Score: shard.Score(time.Now().Add(-time.Second).UnixMilli(), 0)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.scanner.SetShards([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(ctx, t, fired, "started", "the start-up pass")
+
+	if err := rdb.ZAdd(ctx, deadlines, redis.Z{Member: "unannounced", Score: shard.Score(time.Now().Add(300*time.Millisecond).UnixMilli(), 0)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "client", "kill", "type", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-in.wakes.Subscribed:
+	case <-ctx.Done():
+		t.Fatal("go-redis did not subscribe again")
+	}
+	waitFired(ctx, t, fired, "unannounced", "the shards did not pass after the subscription came back")
+}
