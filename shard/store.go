@@ -31,6 +31,7 @@ var (
 	scriptWMRaise     = loadScript("watermark_raise")
 	scriptClasses     = loadScript("classes_register")
 	scriptRenew       = loadScript("lease_renew")
+	scriptRenewMany   = loadScript("lease_renew_many")
 	scriptRelease     = loadScript("lease_release")
 	scriptLayout      = loadScript("layout_set")
 	scriptStallMark   = loadScript("stall_mark")
@@ -39,7 +40,7 @@ var (
 	scriptStormName   = loadScript("storm_name")
 	scriptReenter     = loadScript("reenter")
 	allScripts        = []*redis.Script{scriptDownClr, scriptDownCnt, scriptFired, scriptRemoveIf, scriptForget,
-		scriptWMRaise, scriptClasses, scriptRenew, scriptRelease, scriptLayout,
+		scriptWMRaise, scriptClasses, scriptRenew, scriptRenewMany, scriptRelease, scriptLayout,
 		scriptStallMark, scriptStallEnd, scriptStallExpire, scriptStormName, scriptReenter}
 )
 
