@@ -90,15 +90,15 @@ func TestRequirePass(t *testing.T) {
 }
 
 // TestACLUser runs a whole instance as a Redis ACL user that may touch only
-// keys under its redis.key_prefix: a device is tracked, times out and its
-// event is published, with no permission error on the way. So every key
-// flatline uses, scripts included, is under the prefix, and
-// redis.username/password work.
+// keys and channels under its redis.key_prefix: a device is tracked, times
+// out and its event is published, with no permission error on the way. So
+// every key flatline uses, scripts included, and its wakes channel are
+// under the prefix, and redis.username/password work.
 func TestACLUser(t *testing.T) {
 	t.Parallel()
 	const user, pw = "flatline-svc", "acl-Pass-w0rd"
 	prefix := testenv.Prefix(t)
-	rs := testenv.Redis(t, "--user", user, "on", ">"+pw, "~"+prefix+":*", "+@all")
+	rs := testenv.Redis(t, "--user", user, "on", ">"+pw, "~"+prefix+":*", "&"+prefix+":*", "+@all")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
