@@ -104,10 +104,15 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 	return in, nil
 }
 
-// Close releases the dead-letter writer.
+// Close releases the dead-letter writer, and its Transport: a Writer
+// closes only a Transport it made itself.
 func (in *Ingest) Close() error {
-	if in.dlq != nil {
-		return in.dlq.Close()
+	if in.dlq == nil {
+		return nil
 	}
-	return nil
+	err := in.dlq.Close()
+	if tr, ok := in.dlq.Transport.(*kafka.Transport); ok {
+		tr.CloseIdleConnections()
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
@@ -113,6 +114,8 @@ type Scanner struct {
 	// scans is the outage of the shards' reads (Redis unreachable), one for
 	// all shards: they fail together.
 	scans retry.Outage
+	// ran is set by Run (Close then leaves the scheduler to it).
+	ran atomic.Bool
 }
 
 // scanFailed counts a failed scan and logs the start of an outage once.
@@ -306,6 +309,7 @@ func (s *Scanner) onWatermark(wm int64) {
 // Redis for the shard's next owner. Run returns only once every dispatch it
 // started has, so the Dispatcher may be closed after it. Call it once.
 func (s *Scanner) Run(ctx context.Context) error {
+	s.ran.Store(true)
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	s.dispatchCtx = dctx
@@ -319,6 +323,16 @@ func (s *Scanner) Run(ctx context.Context) error {
 			s.startWoken()
 		}
 	}
+}
+
+// Close releases the scheduler of a Scanner that never ran: gocron starts
+// its goroutine when the scheduler is created, and only a shutdown ends it.
+// After Run, which shuts it down itself, Close does nothing.
+func (s *Scanner) Close() error {
+	if s.ran.Load() {
+		return nil
+	}
+	return s.sched.Shutdown()
 }
 
 // stopAll stops every shard's pass, then waits for the batches in flight

@@ -48,6 +48,7 @@ func (a *App) stages() []stage {
 	scanners, leases := stage{name: "scanners"}, stage{name: "leases"}
 	if a.Scanner != nil {
 		scanners.parts = []part{{"scanner", a.Scanner.Run}}
+		scanners.closers = []closer{{"scanner close", a.Scanner.Close}}
 		leases.parts = []part{{"leaser", a.Leaser.Run}}
 	}
 	if a.Namer != nil {

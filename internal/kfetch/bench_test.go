@@ -13,6 +13,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -26,7 +28,8 @@ func TestMain(m *testing.M) {
 		serveBroker(topic)
 		return
 	}
-	os.Exit(m.Run())
+	// A goroutine a test started that outlives it fails the package.
+	testenv.VerifyTestMain(m)
 }
 
 // serveBroker runs kfake until stdin closes, its address on stdout.

@@ -20,6 +20,9 @@ func freshClient(brokers []string) *kafka.Client {
 	return &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second, Transport: &kafka.Transport{}}
 }
 
+// closeClient ends what a freshClient's Transport started.
+func closeClient(c *kafka.Client) { c.Transport.(*kafka.Transport).CloseIdleConnections() }
+
 // EndOffsets returns the high-water mark of each partition of topic.
 func EndOffsets(t testing.TB, brokers []string, topic string, partitions int) map[int]int64 {
 	t.Helper()
@@ -37,6 +40,7 @@ func StableOffsets(t testing.TB, brokers []string, topic string, partitions int)
 func listEnds(t testing.TB, brokers []string, topic string, partitions int, iso kafka.IsolationLevel) map[int]int64 {
 	t.Helper()
 	c := freshClient(brokers)
+	defer closeClient(c)
 	var req []kafka.OffsetRequest
 	for p := 0; p < partitions; p++ {
 		req = append(req, kafka.LastOffsetOf(p))
@@ -62,6 +66,7 @@ func listEnds(t testing.TB, brokers []string, topic string, partitions int, iso 
 func Committed(t testing.TB, brokers []string, group, topic string, partitions int) map[int]int64 {
 	t.Helper()
 	c := freshClient(brokers)
+	defer closeClient(c)
 	ps := make([]int, partitions)
 	for p := range ps {
 		ps[p] = p
