@@ -80,3 +80,21 @@ func TestConfigValidateFailsNamingAnUnknownVariable(t *testing.T) {
 		t.Fatalf("service link: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"nosuch"},
+		{"shards", "status", "--bogus"},
+		{"version", "extra"},
+		{"shards", "scale", "--to", "abc"},
+	} {
+		if r := run(t, nil, args...); r.code != 2 || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, r.code, r.stderr)
+		}
+	}
+	// A command line that runs, and fails at its work, exits 1.
+	if r := run(t, []string{"FLATLINE_REDIS_ADDRS=127.0.0.1:1"}, "shards", "status"); r.code != 1 {
+		t.Errorf("shards status against no Redis: exit %d, want 1", r.code)
+	}
+}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -101,9 +103,42 @@ func execute(args, env []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(stderr, "flatline: %v\n", err)
+		var u usageError
+		if errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command ") {
+			return exitUsage
+		}
 		return 1
 	}
 	return 0
+}
+
+// exitUsage is the exit code of a command line flatline cannot run: an
+// unknown command or flag, a bad flag value, arguments the command does not
+// take. Scripts tell it from a failure of the work itself (1), as with
+// other Unix tools (2, like grep and getopt).
+const exitUsage = 2
+
+// usageError is a command line flatline cannot run.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// markUsage makes the flag and argument errors of cmd and its subcommands
+// usage errors.
+func markUsage(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markUsage(sub)
+	}
 }
 
 func newRootCmd(r *rootOptions) *cobra.Command {
@@ -142,6 +177,7 @@ Start with 'flatline dev' for a zero-setup demo.`,
 		newConfigCmd(r),
 		newVersionCmd(),
 	)
+	markUsage(root)
 	return root
 }
 
