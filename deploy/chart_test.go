@@ -477,18 +477,22 @@ func TestChartKeepsInstancesUpThroughDisruptions(t *testing.T) {
 	var d deployment
 	r.must("Deployment", &d)
 	labels := d.Spec.Template.Metadata.Labels
-	selects := func(sel map[string]string) bool {
-		for k, v := range sel {
-			if labels[k] != v {
-				return false
-			}
-		}
-		return len(sel) > 0
-	}
+	selects := func(sel map[string]string) bool { return selects(sel, labels) }
 	var pdb selectorSpec
 	r.must("PodDisruptionBudget", &pdb)
 	if !selects(pdb.Spec.Selector.MatchLabels) {
 		t.Errorf("PodDisruptionBudget selects %v, not the pods %v", pdb.Spec.Selector.MatchLabels, labels)
+	}
+	// A pod that is not ready does no work; under the default policy such
+	// pods (all of them, while Redis is out) would block every drain.
+	var policy struct {
+		Spec struct {
+			UnhealthyPodEvictionPolicy string `yaml:"unhealthyPodEvictionPolicy"`
+		} `yaml:"spec"`
+	}
+	r.must("PodDisruptionBudget", &policy)
+	if got := policy.Spec.UnhealthyPodEvictionPolicy; got != "AlwaysAllow" {
+		t.Errorf("PodDisruptionBudget unhealthyPodEvictionPolicy %q, want AlwaysAllow: a drain must be able to evict unready pods", got)
 	}
 	var svc struct {
 		Spec struct {
@@ -506,6 +510,17 @@ func TestChartKeepsInstancesUpThroughDisruptions(t *testing.T) {
 	if len(svc.Spec.Ports) != 1 || pod.Containers[0].port(t, svc.Spec.Ports[0].TargetPort) != 9464 {
 		t.Errorf("Service ports %+v, want one to the http port 9464", svc.Spec.Ports)
 	}
+}
+
+// selects reports whether the label selector sel, not empty, selects a pod
+// with labels.
+func selects(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
 }
 
 func TestChartMonitoringIsOptional(t *testing.T) {
