@@ -85,6 +85,21 @@ type (
 				Name string `yaml:"name"`
 			} `yaml:"configMap"`
 		} `yaml:"volumes"`
+		Affinity *struct {
+			PodAntiAffinity *struct {
+				Preferred []struct {
+					Weight          int          `yaml:"weight"`
+					PodAffinityTerm affinityTerm `yaml:"podAffinityTerm"`
+				} `yaml:"preferredDuringSchedulingIgnoredDuringExecution"`
+				Required []affinityTerm `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
+			} `yaml:"podAntiAffinity"`
+		} `yaml:"affinity"`
+	}
+	affinityTerm struct {
+		TopologyKey   string `yaml:"topologyKey"`
+		LabelSelector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"labelSelector"`
 	}
 	container struct {
 		Name    string   `yaml:"name"`
@@ -523,6 +538,24 @@ func selects(sel, labels map[string]string) bool {
 	return len(sel) > 0
 }
 
+func (r release) podLabels() map[string]string {
+	r.t.Helper()
+	var d deployment
+	r.must("Deployment", &d)
+	return d.Spec.Template.Metadata.Labels
+}
+
+// valuesFile writes a values file for helm's -f, for what --set cannot say
+// (lists of objects, numbers as YAML has them).
+func valuesFile(t *testing.T, text string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 func TestChartMonitoringIsOptional(t *testing.T) {
 	t.Parallel()
 	r := render(t)
@@ -621,5 +654,50 @@ func TestChartRequestsMeasuredResourcesWithoutACPULimit(t *testing.T) {
 	}
 	if strings.Contains(string(values), "PLACEHOLDER") {
 		t.Error("values.yaml still has placeholder resources")
+	}
+}
+
+// Instances land on different nodes when they can, so a node lost takes one
+// instance's partitions and shards, not all of them.
+func TestChartSpreadsInstancesOverNodes(t *testing.T) {
+	t.Parallel()
+	r := render(t)
+	labels := r.podLabels()
+	a := r.pod().Affinity
+	if a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.Preferred) != 1 || len(a.PodAntiAffinity.Required) != 0 {
+		t.Fatalf("affinity %+v, want one preferred pod anti-affinity term and no required one", a)
+	}
+	term := a.PodAntiAffinity.Preferred[0]
+	if term.Weight <= 0 || term.PodAffinityTerm.TopologyKey != "kubernetes.io/hostname" || !selects(term.PodAffinityTerm.LabelSelector.MatchLabels, labels) {
+		t.Errorf("anti-affinity term %+v, want a positive weight on kubernetes.io/hostname selecting the pods %v", term, labels)
+	}
+
+	a = render(t, "--set", "podAntiAffinity=hard").pod().Affinity
+	if a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.Required) != 1 || len(a.PodAntiAffinity.Preferred) != 0 ||
+		a.PodAntiAffinity.Required[0].TopologyKey != "kubernetes.io/hostname" {
+		t.Errorf("podAntiAffinity hard: affinity %+v, want one required term on kubernetes.io/hostname", a)
+	}
+	if a := render(t, "--set", "podAntiAffinity=none").pod().Affinity; a != nil {
+		t.Errorf("podAntiAffinity none: affinity %+v, want none", a)
+	}
+
+	// values.affinity replaces the default whole.
+	const own = `{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"pool","operator":"In","values":["flatline"]}]}]}}}`
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Affinity any `yaml:"affinity"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	render(t, "-f", valuesFile(t, "affinity: "+own+"\n")).must("Deployment", &d)
+	var want any
+	if err := yaml.Unmarshal([]byte(own), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d.Spec.Template.Spec.Affinity, want) {
+		t.Errorf("affinity %v, want values.affinity %v and nothing else", d.Spec.Template.Spec.Affinity, want)
 	}
 }

@@ -101,3 +101,29 @@ Kubernetes must not SIGKILL an instance still inside its graceful shutdown.
 {{- $seconds := include "flatline.seconds" (dict "key" "config.shutdown_timeout" "value" $timeout) | int }}
 {{- add $seconds (int .Values.terminationGraceExtraSeconds) }}
 {{- end }}
+
+{{/*
+flatline.affinity is .Values.affinity when set, else the anti-affinity
+podAntiAffinity names: instances of this release on different nodes.
+*/}}
+{{- define "flatline.affinity" -}}
+{{- if .Values.affinity }}
+{{- toYaml .Values.affinity }}
+{{- else if eq .Values.podAntiAffinity "soft" }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "flatline.selectorLabels" . | nindent 12 }}
+{{- else if eq .Values.podAntiAffinity "hard" }}
+podAntiAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- include "flatline.selectorLabels" . | nindent 10 }}
+{{- end }}
+{{- end }}
