@@ -79,13 +79,8 @@ type (
 			} `yaml:"seccompProfile"`
 		} `yaml:"securityContext"`
 		Containers []container `yaml:"containers"`
-		Volumes    []struct {
-			Name      string `yaml:"name"`
-			ConfigMap *struct {
-				Name string `yaml:"name"`
-			} `yaml:"configMap"`
-		} `yaml:"volumes"`
-		Affinity *struct {
+		Volumes    []volume    `yaml:"volumes"`
+		Affinity   *struct {
 			PodAntiAffinity *struct {
 				Preferred []struct {
 					Weight          int          `yaml:"weight"`
@@ -94,6 +89,26 @@ type (
 				Required []affinityTerm `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
 			} `yaml:"podAntiAffinity"`
 		} `yaml:"affinity"`
+	}
+	volume struct {
+		Name      string `yaml:"name"`
+		ConfigMap *struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMap"`
+		Secret *struct {
+			SecretName string `yaml:"secretName"`
+		} `yaml:"secret"`
+		Projected *struct {
+			Sources []struct {
+				Secret *struct {
+					Name  string `yaml:"name"`
+					Items []struct {
+						Key  string `yaml:"key"`
+						Path string `yaml:"path"`
+					} `yaml:"items"`
+				} `yaml:"secret"`
+			} `yaml:"sources"`
+		} `yaml:"projected"`
 	}
 	affinityTerm struct {
 		TopologyKey   string `yaml:"topologyKey"`
@@ -132,13 +147,19 @@ type (
 		VolumeMounts []struct {
 			Name      string `yaml:"name"`
 			MountPath string `yaml:"mountPath"`
+			SubPath   string `yaml:"subPath"`
 			ReadOnly  bool   `yaml:"readOnly"`
 		} `yaml:"volumeMounts"`
 	}
 	probe struct {
 		HTTPGet *struct {
-			Path string `yaml:"path"`
-			Port any    `yaml:"port"` // a port name or number
+			Path        string `yaml:"path"`
+			Port        any    `yaml:"port"` // a port name or number
+			Scheme      string `yaml:"scheme"`
+			HTTPHeaders []struct {
+				Name  string `yaml:"name"`
+				Value string `yaml:"value"`
+			} `yaml:"httpHeaders"`
 		} `yaml:"httpGet"`
 	}
 	selectorSpec struct {
@@ -248,10 +269,8 @@ func (r release) container() container {
 	return pod.Containers[0]
 }
 
-// config loads the ConfigMap's flatline.yaml the way `flatline serve` and
-// `flatline config validate` do (configs.Load validates), with env as the
-// container's environment.
-func (r release) config(env ...string) *configs.Config {
+// configText is the ConfigMap's flatline.yaml.
+func (r release) configText() string {
 	r.t.Helper()
 	var cm struct {
 		Data map[string]string `yaml:"data"`
@@ -261,6 +280,37 @@ func (r release) config(env ...string) *configs.Config {
 	if !ok {
 		r.t.Fatalf("ConfigMap has no %s", filepath.Base(configPath))
 	}
+	return text
+}
+
+// configKey is one key of the ConfigMap's flatline.yaml, dotted
+// ("http.expose"), as YAML has it: for keys whose files exist only in the
+// pod, where configs.Load, which reads them, cannot follow.
+func (r release) configKey(key string) any {
+	r.t.Helper()
+	var v any
+	if err := yaml.Unmarshal([]byte(r.configText()), &v); err != nil {
+		r.t.Fatalf("flatline.yaml: %v", err)
+	}
+	for _, k := range strings.Split(key, ".") {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	return v
+}
+
+// config loads the ConfigMap's flatline.yaml the way `flatline serve` and
+// `flatline config validate` do (configs.Load validates), with env as the
+// container's environment.
+func (r release) config(env ...string) *configs.Config {
+	r.t.Helper()
+	return r.configIn(r.configText(), env...)
+}
+
+// configIn loads text as config does, the rendered flatline.yaml or a
+// variant of it.
+func (r release) configIn(text string, env ...string) *configs.Config {
+	r.t.Helper()
 	file := filepath.Join(r.t.TempDir(), "flatline.yaml")
 	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		r.t.Fatal(err)
@@ -424,6 +474,9 @@ func TestChartRefusesWhatWouldNotWork(t *testing.T) {
 		{"config.redis.password=hunter2", "config.redis.password: a ConfigMap is not secret"},
 		{"config.kafka.sasl.password=hunter2", "config.kafka.sasl.password: a ConfigMap is not secret"},
 		{"config.redis.sentinel.password=hunter2", "config.redis.sentinel.password: a ConfigMap is not secret"},
+		{"webConfig.secretName=web,config.http.web_config_file=/web.yml", "config.http.web_config_file: the chart sets it from webConfig.secretName"},
+		{"secrets.redisPassword.name=auth,config.redis.password_file=/pw", "config.redis.password_file: secrets.redisPassword.name gives that password too"},
+		{"secrets.kafkaSaslPassword.name=auth,config.kafka.sasl.password_file=/pw", "config.kafka.sasl.password_file: secrets.kafkaSaslPassword.name gives that password too"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			t.Parallel()
@@ -699,5 +752,169 @@ func TestChartSpreadsInstancesOverNodes(t *testing.T) {
 	}
 	if !reflect.DeepEqual(d.Spec.Template.Spec.Affinity, want) {
 		t.Errorf("affinity %v, want values.affinity %v and nothing else", d.Spec.Template.Spec.Affinity, want)
+	}
+}
+
+// webConfig.secretName mounts the Secret holding the exporter-toolkit web
+// config and its certificate, points http.web_config_file at it, and keeps
+// the probes and the ServiceMonitor able to reach a server that now speaks
+// HTTPS and asks for a password.
+func TestChartServesTheWebConfigFromASecret(t *testing.T) {
+	t.Parallel()
+	r := render(t,
+		"--set", "webConfig.secretName=flatline-web",
+		"--set", "webConfig.tls=true",
+		"--set", "webConfig.probeHeaders[0].name=Authorization",
+		"--set", "webConfig.probeHeaders[0].value=Basic cHJvYmU6cHJvYmU=",
+		"--set", "config.http.expose=metrics",
+		"--set", "serviceMonitor.enabled=true",
+	)
+	c := r.container()
+	volume := ""
+	for _, v := range r.pod().Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "flatline-web" {
+			volume = v.Name
+		}
+	}
+	dir := ""
+	for _, m := range c.VolumeMounts {
+		if m.Name == volume {
+			dir = m.MountPath
+			// A subPath mount is never updated: a renewed certificate
+			// would not reach flatline, which re-reads the files.
+			if !m.ReadOnly || m.SubPath != "" {
+				t.Errorf("web config mounted %+v, want read-only and whole", m)
+			}
+		}
+	}
+	if volume == "" || dir == "" {
+		t.Fatalf("Secret flatline-web is not mounted: volumes %+v, mounts %+v", r.pod().Volumes, c.VolumeMounts)
+	}
+	if got, want := r.configKey("http.web_config_file"), filepath.Join(dir, "web-config.yml"); got != want {
+		t.Errorf("http.web_config_file %v, want %s (the Secret's key web-config.yml)", got, want)
+	}
+	// The other http keys survive the chart setting addr and web_config_file.
+	if got := r.configKey("http.expose"); got != "metrics" {
+		t.Errorf("http.expose %v, want metrics", got)
+	}
+	if got := r.configKey("http.addr"); got != "0.0.0.0:9464" {
+		t.Errorf("http.addr %v, want 0.0.0.0:9464", got)
+	}
+	for name, p := range map[string]probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p.HTTPGet == nil || p.HTTPGet.Scheme != "HTTPS" {
+			t.Errorf("%s probe %+v, want scheme HTTPS", name, p.HTTPGet)
+			continue
+		}
+		if len(p.HTTPGet.HTTPHeaders) != 1 || p.HTTPGet.HTTPHeaders[0].Name != "Authorization" {
+			t.Errorf("%s probe headers %+v, want the Authorization header of webConfig.probeHeaders", name, p.HTTPGet.HTTPHeaders)
+		}
+	}
+	var sm struct {
+		Spec struct {
+			Endpoints []struct {
+				Scheme string `yaml:"scheme"`
+			} `yaml:"endpoints"`
+		} `yaml:"spec"`
+	}
+	r.must("ServiceMonitor", &sm)
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Scheme != "https" {
+		t.Errorf("ServiceMonitor endpoints %+v, want scheme https", sm.Spec.Endpoints)
+	}
+
+	// Without one: plain HTTP, as before.
+	r = render(t)
+	if v := r.configKey("http.web_config_file"); v != nil {
+		t.Errorf("http.web_config_file %v without webConfig.secretName", v)
+	}
+	if p := r.container().LivenessProbe.HTTPGet; p == nil || (p.Scheme != "" && p.Scheme != "HTTP") {
+		t.Errorf("liveness probe %+v, want HTTP", p)
+	}
+	for _, v := range r.pod().Volumes {
+		if v.Secret != nil {
+			t.Errorf("volume %s of Secret %s without webConfig.secretName", v.Name, v.Secret.SecretName)
+		}
+	}
+}
+
+// The passwords can be files instead of variables: the rendered
+// *.password_file keys must name the files the projected volume holds, and
+// flatline must load them.
+func TestChartMountsPasswordsAsFiles(t *testing.T) {
+	t.Parallel()
+	r := render(t,
+		"--set", "secrets.asFiles=true",
+		"--set", "secrets.redisPassword.name=redis-auth",
+		"--set", "secrets.redisSentinelPassword.name=sentinel-auth",
+		"--set", "config.redis.mode=sentinel",
+		"--set", "config.redis.sentinel.master=flatline",
+		"--set", "secrets.kafkaSaslPassword.name=kafka-auth",
+		"--set", "secrets.kafkaSaslPassword.key=sasl",
+		"--set", "config.kafka.sasl.mechanism=SCRAM-SHA-512",
+		"--set", "config.kafka.sasl.username=flatline",
+	)
+	c := r.container()
+	for _, e := range c.Env {
+		if strings.HasSuffix(e.Name, "_PASSWORD") {
+			t.Errorf("%s is set: with secrets.asFiles the password must stay out of the environment", e.Name)
+		}
+	}
+	// Which Secret key each file holds, by the file's path in the container.
+	files := map[string]string{}
+	for _, v := range r.pod().Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name != v.Name {
+				continue
+			}
+			if !m.ReadOnly || m.SubPath != "" {
+				t.Errorf("volume %s mounted %+v, want read-only and whole", v.Name, m)
+			}
+			for _, src := range v.Projected.Sources {
+				if src.Secret == nil {
+					continue
+				}
+				for _, it := range src.Secret.Items {
+					files[filepath.Join(m.MountPath, it.Path)] = src.Secret.Name + "/" + it.Key
+				}
+			}
+		}
+	}
+	want := map[string]string{
+		"redis.password_file":          "redis-auth/password",
+		"redis.sentinel.password_file": "sentinel-auth/password",
+		"kafka.sasl.password_file":     "kafka-auth/sasl",
+	}
+	text := r.configText()
+	dir := t.TempDir()
+	for key, secret := range want {
+		path, _ := r.configKey(key).(string)
+		if got, ok := files[path]; !ok || got != secret {
+			t.Errorf("%s is %q, which holds %q; want Secret key %s mounted there (mounted: %v)", key, path, got, secret, files)
+			continue
+		}
+		// The same file outside the pod, for configs.Load to read.
+		local := filepath.Join(dir, strings.ReplaceAll(secret, "/", "-"))
+		if err := os.WriteFile(local, []byte("secret-of-"+secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		text = strings.ReplaceAll(text, path, local)
+	}
+	cfg := r.configIn(text)
+	if cfg.Redis.PasswordFile == "" || cfg.Redis.Sentinel.PasswordFile == "" || cfg.Kafka.SASL.PasswordFile == "" {
+		t.Errorf("password files not loaded: %q, %q, %q", cfg.Redis.PasswordFile, cfg.Redis.Sentinel.PasswordFile, cfg.Kafka.SASL.PasswordFile)
+	}
+	// Without a Secret named, no file and no key.
+	r = render(t, "--set", "secrets.asFiles=true")
+	for key := range want {
+		if v := r.configKey(key); v != nil {
+			t.Errorf("%s is %v without a Secret named", key, v)
+		}
+	}
+	for _, v := range r.pod().Volumes {
+		if v.Projected != nil {
+			t.Errorf("volume %s of password files without a Secret named", v.Name)
+		}
 	}
 }

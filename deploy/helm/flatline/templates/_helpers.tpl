@@ -41,27 +41,75 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+Where the chart mounts what flatline reads from Secrets. Beside
+/etc/flatline, not inside it: a mount point inside the read-only ConfigMap
+volume would have to be created in it.
+*/}}
+{{- define "flatline.webConfigDir" -}}/etc/flatline-web{{- end }}
+{{- define "flatline.secretsDir" -}}/etc/flatline-secrets{{- end }}
+
+{{/*
+flatline.passwords lists the chart's password Secrets: the values key, the
+flatline key (dotted), the environment variable and the file name under
+flatline.secretsDir. As JSON, since a template returns only text.
+*/}}
+{{- define "flatline.passwords" -}}
+{{- list
+  (dict "value" "redisPassword" "key" "redis.password" "env" "FLATLINE_REDIS_PASSWORD" "file" "redis-password")
+  (dict "value" "redisSentinelPassword" "key" "redis.sentinel.password" "env" "FLATLINE_REDIS_SENTINEL_PASSWORD" "file" "redis-sentinel-password")
+  (dict "value" "kafkaSaslPassword" "key" "kafka.sasl.password" "env" "FLATLINE_KAFKA_SASL_PASSWORD" "file" "kafka-sasl-password")
+  | toJson }}
+{{- end }}
+
+{{/*
 flatline.config is the flatline.yaml the ConfigMap carries, as a dict:
 .Values.config with http.addr set to where the probes and the Service reach
-it. It refuses what would silently not work: another http.addr, and
-passwords, which belong in Secrets (see .Values.secrets), not a ConfigMap.
+it, http.web_config_file to the mounted webConfig Secret and the
+*.password_file keys to the mounted password Secrets when the values ask
+for them. It refuses what would silently not work: another http.addr, a
+key the chart sets that is set here too, and passwords, which belong in
+Secrets (see .Values.secrets), not a ConfigMap.
 */}}
 {{- define "flatline.config" -}}
 {{- $config := deepCopy (.Values.config | default dict) }}
+{{- $http := get $config "http" | default dict }}
 {{- $addr := printf "0.0.0.0:%d" (int .Values.httpPort) }}
-{{- $set := dig "http" "addr" "" $config }}
+{{- $set := get $http "addr" }}
 {{- if and $set (ne $set $addr) }}
 {{- fail (printf "config.http.addr: the chart sets it to %s (from httpPort); got %s" $addr $set) }}
 {{- end }}
-{{- $_ := set $config "http" (dict "addr" $addr) }}
-{{- if dig "redis" "password" "" $config }}
-{{- fail "config.redis.password: a ConfigMap is not secret; put the password in a Secret and set secrets.redisPassword.name" }}
+{{- $_ := set $http "addr" $addr }}
+{{- if .Values.webConfig.secretName }}
+{{- if get $http "web_config_file" }}
+{{- fail "config.http.web_config_file: the chart sets it from webConfig.secretName; set one of them" }}
 {{- end }}
-{{- if dig "redis" "sentinel" "password" "" $config }}
-{{- fail "config.redis.sentinel.password: a ConfigMap is not secret; put the password in a Secret and set secrets.redisSentinelPassword.name" }}
+{{- $_ := set $http "web_config_file" (printf "%s/%s" (include "flatline.webConfigDir" .) .Values.webConfig.key) }}
 {{- end }}
-{{- if dig "kafka" "sasl" "password" "" $config }}
-{{- fail "config.kafka.sasl.password: a ConfigMap is not secret; put the password in a Secret and set secrets.kafkaSaslPassword.name" }}
+{{- $_ := set $config "http" $http }}
+{{- range include "flatline.passwords" . | fromJsonArray }}
+{{- $path := splitList "." .key }}
+{{- $leaf := last $path }}
+{{- $section := $config }}
+{{- range initial $path }}
+{{- $section = get $section . | default dict }}
+{{- end }}
+{{- if get $section $leaf }}
+{{- fail (printf "config.%s: a ConfigMap is not secret; put the password in a Secret and set secrets.%s.name" .key .value) }}
+{{- end }}
+{{- $secret := get $.Values.secrets .value }}
+{{- if and $secret.name (get $section (printf "%s_file" $leaf)) }}
+{{- fail (printf "config.%s_file: secrets.%s.name gives that password too; set one of them" .key .value) }}
+{{- end }}
+{{- if and $secret.name $.Values.secrets.asFiles }}
+{{- /* Walk again, creating the sections a file key needs. */}}
+{{- $section = $config }}
+{{- range initial $path }}
+{{- $next := get $section . | default dict }}
+{{- $_ := set $section . $next }}
+{{- $section = $next }}
+{{- end }}
+{{- $_ := set $section (printf "%s_file" $leaf) (printf "%s/%s" (include "flatline.secretsDir" $) .file) }}
+{{- end }}
 {{- end }}
 {{- toYaml $config }}
 {{- end }}
@@ -125,5 +173,63 @@ podAntiAffinity:
       labelSelector:
         matchLabels:
           {{- include "flatline.selectorLabels" . | nindent 10 }}
+{{- end }}
+{{- end }}
+
+{{/*
+flatline.passwordSources is the projected volume's sources when the
+passwords are files (secrets.asFiles): each named Secret's key as the file
+flatline.config points the *.password_file key at.
+*/}}
+{{- define "flatline.passwordSources" -}}
+{{- if .Values.secrets.asFiles }}
+{{- range include "flatline.passwords" . | fromJsonArray }}
+{{- $secret := get $.Values.secrets .value }}
+{{- if $secret.name }}
+- secret:
+    name: {{ $secret.name }}
+    items:
+      - key: {{ $secret.key }}
+        path: {{ .file }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+flatline.probeRequest is the port, scheme and headers of the kubelet's
+probes: HTTPS when the web config serves TLS, and the headers that pass its
+basic auth (values.yaml, webConfig).
+*/}}
+{{- define "flatline.probeRequest" -}}
+port: http
+{{- if .Values.webConfig.tls }}
+scheme: HTTPS
+{{- end }}
+{{- with .Values.webConfig.probeHeaders }}
+httpHeaders:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+flatline.env is the container's environment, as YAML list items: the
+passwords (unless they are files), then extraEnv.
+*/}}
+{{- define "flatline.env" -}}
+{{- if not .Values.secrets.asFiles }}
+{{- range include "flatline.passwords" . | fromJsonArray }}
+{{- $secret := get $.Values.secrets .value }}
+{{- if $secret.name }}
+- name: {{ .env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret.name }}
+      key: {{ $secret.key }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
 {{- end }}
 {{- end }}
