@@ -477,6 +477,7 @@ func TestChartRefusesWhatWouldNotWork(t *testing.T) {
 		{"webConfig.secretName=web,config.http.web_config_file=/web.yml", "config.http.web_config_file: the chart sets it from webConfig.secretName"},
 		{"secrets.redisPassword.name=auth,config.redis.password_file=/pw", "config.redis.password_file: secrets.redisPassword.name gives that password too"},
 		{"secrets.kafkaSaslPassword.name=auth,config.kafka.sasl.password_file=/pw", "config.kafka.sasl.password_file: secrets.kafkaSaslPassword.name gives that password too"},
+		{"resources.limits.memory=256MB", `resources.limits.memory: want a quantity of bytes such as 256Mi, got "256MB"`},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			t.Parallel()
@@ -916,5 +917,40 @@ func TestChartMountsPasswordsAsFiles(t *testing.T) {
 		if v.Projected != nil {
 			t.Errorf("volume %s of password files without a Secret named", v.Name)
 		}
+	}
+}
+
+// GOMEMLIMIT is gomemlimitPercent of the memory limit, in bytes, whatever
+// the limit's unit; none without a limit.
+func TestChartSetsGOMEMLIMITBelowTheMemoryLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // "" for no GOMEMLIMIT
+	}{
+		{"values as shipped: 90% of 256Mi", nil, "241591910"},
+		{"1Gi", []string{"--set", "resources.limits.memory=1Gi"}, "966367641"},
+		{"decimal unit, 50%", []string{"--set", "resources.limits.memory=1G", "--set", "gomemlimitPercent=50"}, "500000000"},
+		{"bytes in a values file", []string{"-f", valuesFile(t, "resources:\n  limits:\n    memory: 268435456\n")}, "241591910"},
+		{"no memory limit", []string{"--set", "resources.limits=null"}, ""},
+		{"percent 0", []string{"--set", "gomemlimitPercent=0"}, ""},
+		{"extraEnv's own", []string{"--set", "extraEnv[0].name=GOMEMLIMIT", "--set", "extraEnv[0].value=100MiB"}, "100MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var got []string
+			for _, e := range render(t, tc.args...).container().Env {
+				if e.Name == "GOMEMLIMIT" {
+					got = append(got, e.Value)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("GOMEMLIMIT %q, want none", got)
+			case tc.want != "" && !slices.Equal(got, []string{tc.want}):
+				t.Errorf("GOMEMLIMIT %q, want one, %s", got, tc.want)
+			}
+		})
 	}
 }

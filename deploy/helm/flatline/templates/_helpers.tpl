@@ -214,7 +214,7 @@ httpHeaders:
 
 {{/*
 flatline.env is the container's environment, as YAML list items: the
-passwords (unless they are files), then extraEnv.
+passwords (unless they are files), GOMEMLIMIT, then extraEnv.
 */}}
 {{- define "flatline.env" -}}
 {{- if not .Values.secrets.asFiles }}
@@ -229,7 +229,51 @@ passwords (unless they are files), then extraEnv.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- with include "flatline.gomemlimit" . }}
+- name: GOMEMLIMIT
+  value: {{ . | quote }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+flatline.bytes turns a Kubernetes quantity of bytes ("256Mi", "1G",
+"268435456", "2.5e+08") into a number of bytes; anything else fails the
+render. Sprig parses no quantities.
+*/}}
+{{- define "flatline.bytes" -}}
+{{- $q := toString .value }}
+{{- $n := regexFind "^([0-9]+\\.?[0-9]*|\\.[0-9]+)" $q }}
+{{- $suffix := trimPrefix $n $q }}
+{{- $unit := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- if not $n }}
+{{- fail (printf "%s: want a quantity of bytes such as 256Mi, got %q" .key $q) }}
+{{- else if hasKey $unit $suffix }}
+{{- mulf (float64 $n) (get $unit $suffix) }}
+{{- else if regexMatch "^[eE][-+]?[0-9]+$" $suffix }}
+{{- float64 $q }}
+{{- else }}
+{{- fail (printf "%s: want a quantity of bytes such as 256Mi, got %q" .key $q) }}
+{{- end }}
+{{- end }}
+
+{{/*
+flatline.gomemlimit is GOMEMLIMIT in bytes, gomemlimitPercent of the memory
+limit (values.yaml says why not all of it); empty without a memory limit,
+with gomemlimitPercent 0, or when extraEnv sets GOMEMLIMIT itself.
+*/}}
+{{- define "flatline.gomemlimit" -}}
+{{- $limit := dig "limits" "memory" "" (.Values.resources | default dict) }}
+{{- $own := false }}
+{{- range .Values.extraEnv }}
+{{- if eq .name "GOMEMLIMIT" }}
+{{- $own = true }}
+{{- end }}
+{{- end }}
+{{- if and $limit (gt (float64 .Values.gomemlimitPercent) 0.0) (not $own) }}
+{{- $bytes := include "flatline.bytes" (dict "key" "resources.limits.memory" "value" $limit) | float64 }}
+{{- printf "%.0f" (floor (divf (mulf $bytes (float64 .Values.gomemlimitPercent)) 100)) }}
 {{- end }}
 {{- end }}
