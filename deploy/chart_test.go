@@ -954,3 +954,84 @@ func TestChartSetsGOMEMLIMITBelowTheMemoryLimit(t *testing.T) {
 		})
 	}
 }
+
+type networkPolicy struct {
+	Spec struct {
+		PodSelector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"podSelector"`
+		PolicyTypes []string `yaml:"policyTypes"`
+		Ingress     []struct {
+			From  []any        `yaml:"from"`
+			Ports []policyPort `yaml:"ports"`
+		} `yaml:"ingress"`
+		Egress []struct {
+			To    []any        `yaml:"to"`
+			Ports []policyPort `yaml:"ports"`
+		} `yaml:"egress"`
+	} `yaml:"spec"`
+}
+
+type policyPort struct {
+	Port     any    `yaml:"port"`
+	Protocol string `yaml:"protocol"`
+}
+
+// The NetworkPolicy lets the peers the values name reach the http port and
+// nothing else (the kubelet's probes come from the node, which policies do
+// not filter); egress is restricted only when rules are given, and then
+// keeps DNS.
+func TestChartNetworkPolicyAdmitsOnlyNamedPeers(t *testing.T) {
+	t.Parallel()
+	// Off by default: on, it would have to guess where Prometheus runs, and
+	// a wrong guess silences the metrics flatline's alerts depend on.
+	if render(t).decode("NetworkPolicy", &networkPolicy{}) {
+		t.Error("NetworkPolicy rendered by default")
+	}
+
+	r := render(t, "--set", "networkPolicy.enabled=true")
+	var np networkPolicy
+	r.must("NetworkPolicy", &np)
+	c := r.container()
+	if !selects(np.Spec.PodSelector.MatchLabels, r.podLabels()) {
+		t.Errorf("NetworkPolicy selects %v, not the pods %v", np.Spec.PodSelector.MatchLabels, r.podLabels())
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []string{"Ingress"}) {
+		t.Errorf("policyTypes %q, want [Ingress]: egress stays open unless networkPolicy.egress has rules", np.Spec.PolicyTypes)
+	}
+	monitoring := map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}
+	if len(np.Spec.Ingress) != 1 || !reflect.DeepEqual(np.Spec.Ingress[0].From, []any{monitoring}) {
+		t.Fatalf("ingress %+v, want one rule from networkPolicy.ingressFrom (the monitoring namespace)", np.Spec.Ingress)
+	}
+	if ports := np.Spec.Ingress[0].Ports; len(ports) != 1 || c.port(t, ports[0].Port) != 9464 || ports[0].Protocol != "TCP" {
+		t.Errorf("ingress ports %+v, want the http port 9464, TCP", ports)
+	}
+
+	// Egress rules restrict egress to them and DNS; no peer, no ingress.
+	r = render(t, "-f", valuesFile(t, `
+networkPolicy:
+  enabled: true
+  ingressFrom: []
+  egress:
+    - to: [{podSelector: {matchLabels: {app: redis}}}]
+      ports: [{port: 6379, protocol: TCP}]
+`))
+	np = networkPolicy{}
+	r.must("NetworkPolicy", &np)
+	if !slices.Equal(np.Spec.PolicyTypes, []string{"Ingress", "Egress"}) {
+		t.Errorf("policyTypes %q, want [Ingress Egress]", np.Spec.PolicyTypes)
+	}
+	if len(np.Spec.Ingress) != 0 {
+		t.Errorf("ingress %+v with no peer named, want none", np.Spec.Ingress)
+	}
+	dns, redis := false, false
+	for _, e := range np.Spec.Egress {
+		for _, p := range e.Ports {
+			dns = dns || (len(e.To) == 0 && p.Port == 53 && p.Protocol == "UDP")
+			redis = redis || (len(e.To) == 1 && p.Port == 6379)
+		}
+	}
+	if !dns || !redis {
+		t.Errorf("egress %+v, want DNS (UDP 53 anywhere) and the rule to Redis", np.Spec.Egress)
+	}
+}
