@@ -1035,3 +1035,32 @@ networkPolicy:
 		t.Errorf("egress %+v, want DNS (UDP 53 anywhere) and the rule to Redis", np.Spec.Egress)
 	}
 }
+
+// values.schema.json makes helm refuse a value of the wrong type, outside
+// an enum, or under an unknown key, naming where it is, before anything
+// renders.
+func TestChartSchemaRefusesBadValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"httpPort=metrics", "'/httpPort': got string, want integer"},
+		{"replicaCount=two", "'/replicaCount': got string, want integer"},
+		{"config.http.expose=everything", "'/config/http/expose': value must be one of 'all', 'metrics'"},
+		{"networkPolicy.enabled=yes", "'/networkPolicy/enabled': got string, want boolean"},
+		{"podAntiAffinity=sometimes", "'/podAntiAffinity': value must be one of"},
+		{"podDisruptionBudget.unhealthyPodEvictionPolicy=Never", "'/podDisruptionBudget/unhealthyPodEvictionPolicy': value must be one of"},
+		{"gomemlimitPercent=120", "'/gomemlimitPercent': maximum"},
+		{"secrets.asFiles=1", "'/secrets/asFiles': got number, want boolean"},
+		{"replicas=3", "additional properties 'replicas' not allowed"},
+		{"livenessProbe.httpGet.path=/", "'/livenessProbe/httpGet'"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			t.Parallel()
+			_, err := helmTemplate(t, "--set", tc.set)
+			if err == nil || !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template --set %s: %v, want the schema's error with %q", tc.set, err, tc.want)
+			}
+		})
+	}
+}
