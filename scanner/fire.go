@@ -28,10 +28,16 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 	go func() {
 		defer s.inflight.Done()
 		defer sc.out.Done()
-		released := false
+		released, moved := false, false
 		defer func() {
 			if !released {
 				sc.release(batch) // not removed: read again by a later pass
+			}
+			if moved {
+				// Members given a new deadline left the shard's front while
+				// counted in flight: a pass reads the shard again now, and
+				// arms its timer for what is next, instead of at the poll.
+				sc.wake()
 			}
 		}()
 		ctx := s.dispatchCtx
@@ -45,10 +51,12 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 			s.opts.Metrics.ScanErrors.Inc()
 			return // stays in the shard; the next pass retries
 		}
+		n := len(fire)
 		if fire, err = sc.reenter(ctx, fire, overrides); err != nil {
 			s.opts.Metrics.ScanErrors.Inc()
 			return // stays in the shard; the next pass retries
 		}
+		moved = len(fire) < n
 		if len(fire) == 0 {
 			return
 		}
