@@ -25,10 +25,12 @@
 //  8. shard cost (scenario "shard-cost"): one fleet on one instance with 16
 //     shards and then with 4,096: flatline's and redis-server's CPU, Redis
 //     commands/s, goroutines and detection lateness, and the ratios.
+//  9. storm cost (scenario "storm-cost"): exact ingest and mass expiry with
+//     the storm guard on and off (storm.max_hold 0), alternately.
 //
 // Usage (see `make bench`):
 //
-//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,shard-cost,peers] [-scale 0.5]
+//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,shard-cost,storm-cost,peers] [-scale 0.5]
 //	    [-peers bin/flatline-bench-peers] [-micro file] [-cpuprofile prefix] [-out bench/results]
 package main
 
@@ -76,6 +78,8 @@ type options struct {
 
 	memDevices int
 
+	stormPairs int
+
 	costShards  string
 	costDevices int
 	costSilent  int
@@ -121,7 +125,7 @@ func main() {
 func run() int {
 	o := &options{}
 	fs := flag.NewFlagSet("flatline-bench", flag.ExitOnError)
-	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,shard-cost,peers", "comma-separated scenarios to run (peers needs -peers)")
+	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,shard-cost,storm-cost,peers", "comma-separated scenarios to run (peers needs -peers)")
 	fs.Float64Var(&o.scale, "scale", 1, "multiply every device and heartbeat count (not rates) by this; the output says so")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON result (empty: none)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write CPU profiles to PREFIX-<scenario>.pprof (flatline) and PREFIX-bench.pprof (this process)")
@@ -146,6 +150,7 @@ func run() int {
 	fs.IntVar(&o.massRuns, "mass-runs", 3, "scenario 3: runs (the median by drain rate counts; all are listed)")
 	fs.DurationVar(&o.massTimeout, "mass-timeout", 30*time.Second, "scenario 3: stop waiting this long after the deadline (the rate is then over what arrived)")
 	fs.IntVar(&o.memDevices, "mem-devices", issueSizes["mem-devices"], "scenario 4: devices")
+	fs.IntVar(&o.stormPairs, "storm-pairs", 3, "storm cost: pairs of runs, guard on then off, of exact ingest and of mass expiry (the medians count)")
 	fs.StringVar(&o.costShards, "cost-shards", "16,4096", "shard cost: the shard counts, run in this order (the ratios are the last over the first)")
 	fs.IntVar(&o.costDevices, "cost-devices", 2000, "shard cost: devices beating every second")
 	fs.IntVar(&o.costSilent, "cost-silent", 20, "shard cost: devices going silent per second, with 1 s timeouts (the lateness sample)")
@@ -257,6 +262,7 @@ func run() int {
 		return
 	})
 	runOne("shard-cost", func() (err error) { res.ShardCost, err = runShardCost(ctx, o); return })
+	runOne("storm-cost", func() (err error) { res.StormCost, err = runStormCost(ctx, o); return })
 	if o.peersBin != "" {
 		runOne("peers", func() (err error) {
 			var skip []string

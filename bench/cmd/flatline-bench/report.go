@@ -36,6 +36,7 @@ type Result struct {
 	LatenessSparse *LatenessResult   `json:"lateness_sparse,omitempty"`
 	Mass           *MassResult       `json:"mass_expiry,omitempty"`
 	ShardCost      *ShardCostResult  `json:"shard_cost,omitempty"`
+	StormCost      *StormCostResult  `json:"storm_cost,omitempty"`
 	Memory         *MemoryResult     `json:"memory,omitempty"`
 	Peers          *PeersResult      `json:"peers,omitempty"`
 	Micro          []MicroResult     `json:"micro,omitempty"`
@@ -211,6 +212,23 @@ func (r *Result) buildTable() {
 		if m.RedisCPUUsecPer > 0 {
 			add("5 process cost", "mass expiry: redis-server CPU per fired event (median run)", fmt.Sprintf("%.2f µs%s", m.RedisCPUUsecPer, topLine(m.RedisTop, float64(m.Unique))), "", "")
 		}
+	}
+	if c := r.StormCost; c != nil {
+		sc := "9 storm cost"
+		each := func(v []float64) string {
+			out := ""
+			for k, x := range v {
+				if k > 0 {
+					out += ", "
+				}
+				out += num(x)
+			}
+			return out
+		}
+		add(sc, fmt.Sprintf("exact ingest, guard on / off (hb/s on: %s; off: %s)", each(c.IngestOn), each(c.IngestOff)),
+			fmt.Sprintf("%.3f ×", c.RatioIngest), fmt.Sprintf("≥ %.2f ×", stormCostTarget), check(c.RatioIngest >= stormCostTarget))
+		add(sc, fmt.Sprintf("mass expiry, guard on / off (events/s on: %s; off: %s)", each(c.MassOn), each(c.MassOff)),
+			fmt.Sprintf("%.3f ×", c.RatioMass), fmt.Sprintf("≥ %.2f ×", stormCostTarget), check(c.RatioMass >= stormCostTarget))
 	}
 	if c := r.ShardCost; c != nil && len(c.Runs) > 1 {
 		sc := "8 shard cost"

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
+)
+
+// StormCostResult is what the storm guard costs where it must not hold
+// anything: exact ingest of a backlog and a mass expiry, each run with the
+// guard on (the default storm.max_hold) and off (storm.max_hold 0),
+// alternately, in the same run of the bench.
+type StormCostResult struct {
+	// IngestOn and IngestOff are the exact ingest runs' heartbeats/s;
+	// MassOn and MassOff the mass expiries' events/s.
+	IngestOn  []float64 `json:"ingest_guard_on_heartbeats_per_second"`
+	IngestOff []float64 `json:"ingest_guard_off_heartbeats_per_second"`
+	MassOn    []float64 `json:"mass_guard_on_events_per_second"`
+	MassOff   []float64 `json:"mass_guard_off_events_per_second"`
+	// The ratios are median(on) / median(off): 1 is no cost.
+	RatioIngest float64 `json:"ratio_ingest"`
+	RatioMass   float64 `json:"ratio_mass"`
+}
+
+// stormCostTarget: the guard costs at most 5 % of either figure.
+const stormCostTarget = 0.95
+
+func runStormCost(ctx context.Context, o *options) (*StormCostResult, error) {
+	res := &StormCostResult{}
+	on := map[string]string{"storm.max_hold": "5m"}
+	off := map[string]string{"storm.max_hold": "0s"}
+
+	infra, err := startInfra(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
+	heartbeats := rounds * o.ingestDevices
+	ids := sample.DeviceIDs("dev-", o.ingestDevices)
+	status("storm-cost: preloading %d heartbeats of %d devices", heartbeats, o.ingestDevices)
+	ends, err := preload(ctx, infra.brokers, infra.kc.SignalsTopic, ids, rounds, time.Now().Add(-time.Duration(rounds)*time.Second), time.Second)
+	if err != nil {
+		infra.stop()
+		return nil, err
+	}
+	for k := 0; k < max(1, o.stormPairs); k++ {
+		for _, guard := range []string{"on", "off"} {
+			if err := infra.rp.rdb.FlushAll(ctx).Err(); err != nil {
+				infra.stop()
+				return nil, err
+			}
+			settings := on
+			if guard == "off" {
+				settings = off
+			}
+			mode := fmt.Sprintf("storm-guard-%s-%d", guard, k+1)
+			run, err := ingestOnce(ctx, o, infra.brokers, infra.rp, infra.st, ends, heartbeats, mode, settings)
+			if err != nil {
+				infra.stop()
+				return nil, err
+			}
+			status("storm-cost: exact ingest, guard %s: %.0f heartbeats/s", guard, run.HeartbeatsPerSecond)
+			if guard == "on" {
+				res.IngestOn = append(res.IngestOn, run.HeartbeatsPerSecond)
+			} else {
+				res.IngestOff = append(res.IngestOff, run.HeartbeatsPerSecond)
+			}
+		}
+	}
+	infra.stop()
+	for k := 0; k < max(1, o.stormPairs); k++ {
+		for _, guard := range []string{"on", "off"} {
+			settings := on
+			if guard == "off" {
+				settings = off
+			}
+			r, err := runMassOnce(ctx, o, 1, settings)
+			if err != nil {
+				return nil, err
+			}
+			status("storm-cost: mass expiry, guard %s: %.0f events/s", guard, r.EventsPerSecond)
+			if guard == "on" {
+				res.MassOn = append(res.MassOn, r.EventsPerSecond)
+			} else {
+				res.MassOff = append(res.MassOff, r.EventsPerSecond)
+			}
+		}
+	}
+	res.RatioIngest = median(res.IngestOn) / median(res.IngestOff)
+	res.RatioMass = median(res.MassOn) / median(res.MassOff)
+	return res, nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sortBy(s, func(x float64) float64 { return x })
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
