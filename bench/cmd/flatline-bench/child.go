@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/flatline-dev/flatline/bench/internal/host"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/logging"
@@ -158,7 +159,7 @@ func prefixLines(r io.Reader, prefix string) {
 }
 
 // Proc reads the child's CPU time and peak RSS.
-func (p *flatlineProc) Proc() procStat { return readProc(p.PID) }
+func (p *flatlineProc) Proc() host.Proc { return host.ReadProc(p.PID) }
 
 // Exited reports whether the child has exited, with its error.
 func (p *flatlineProc) Exited() (bool, error) {

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/bench/internal/host"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/demo"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
@@ -207,63 +204,6 @@ func infoField(info, name string) string {
 	return ""
 }
 
-// procStat is what /proc says about a process: CPU time used so far and
-// the peak resident set.
-type procStat struct {
-	CPU      time.Duration
-	PeakRSS  int64 // VmHWM, bytes
-	RSS      int64 // VmRSS, bytes
-	Observed bool
-}
-
-// clockTick is USER_HZ, 100 on every Linux flatline targets.
-const clockTick = 100
-
-func readProc(pid int) procStat {
-	var st procStat
-	if pid <= 0 {
-		return st
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return st
-	}
-	// Fields after the parenthesised command name (which may hold spaces).
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 {
-		s = s[i+2:]
-	}
-	f := strings.Fields(s)
-	if len(f) > 12 {
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		stt, _ := strconv.ParseInt(f[12], 10, 64)
-		st.CPU = time.Duration(ut+stt) * time.Second / clockTick
-		st.Observed = true
-	}
-	if sf, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status"); err == nil {
-		sc := bufio.NewScanner(sf)
-		for sc.Scan() {
-			line := sc.Text()
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				st.PeakRSS = parseKB(v)
-			} else if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				st.RSS = parseKB(v)
-			}
-		}
-		_ = sf.Close()
-	}
-	return st
-}
-
-func parseKB(v string) int64 {
-	f := strings.Fields(v)
-	if len(f) == 0 {
-		return 0
-	}
-	n, _ := strconv.ParseInt(f[0], 10, 64)
-	return n << 10
-}
-
 // cpuMeter measures the CPU seconds the three processes of a scenario use
 // over a window: flatline, redis-server and this one (kfake and the load
 // generators), so a reader sees where the machine's two cores went.
@@ -276,7 +216,7 @@ type cpuMeter struct {
 func newCPUMeter(pids map[string]int) *cpuMeter {
 	m := &cpuMeter{pids: pids, start: map[string]time.Duration{}, at: time.Now()}
 	for name, pid := range pids {
-		m.start[name] = readProc(pid).CPU
+		m.start[name] = host.ReadProc(pid).CPU
 	}
 	return m
 }
@@ -285,62 +225,7 @@ func newCPUMeter(pids map[string]int) *cpuMeter {
 func (m *cpuMeter) Split() map[string]float64 {
 	out := map[string]float64{"wall": time.Since(m.at).Seconds()}
 	for name, pid := range m.pids {
-		out[name] = (readProc(pid).CPU - m.start[name]).Seconds()
+		out[name] = (host.ReadProc(pid).CPU - m.start[name]).Seconds()
 	}
 	return out
-}
-
-// Machine describes where a run happened.
-type Machine struct {
-	CPUModel     string `json:"cpu_model"`
-	Cores        int    `json:"cores"`
-	MemoryBytes  int64  `json:"memory_bytes"`
-	GoVersion    string `json:"go_version"`
-	RedisVersion string `json:"redis_server_version"`
-	Kernel       string `json:"kernel"`
-	OSArch       string `json:"os_arch"`
-}
-
-func describeMachine() Machine {
-	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OSArch: runtime.GOOS + "/" + runtime.GOARCH}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-				m.MemoryBytes = parseKB(v)
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
-		for _, f := range strings.Fields(string(out)) {
-			if v, ok := strings.CutPrefix(f, "v="); ok {
-				m.RedisVersion = v
-			}
-		}
-	}
-	return m
-}
-
-// loadAverage is the 1-minute load average.
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
 }

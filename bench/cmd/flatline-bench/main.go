@@ -45,6 +45,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flatline-dev/flatline/bench/internal/host"
 )
 
 type options struct {
@@ -201,7 +203,7 @@ func run() int {
 	res := &Result{
 		Run:     started.UTC().Format("2006-01-02T15:04:05Z"),
 		Command: strings.Join(os.Args, " "),
-		Machine: describeMachine(),
+		Machine: host.DescribeMachine(),
 		Scale:   o.describeScale(),
 		Set:     maps.Clone(overrides),
 		Settings: map[string]string{
@@ -210,7 +212,7 @@ func run() int {
 			"kafka":    "kfake (franz-go) in the bench process, over TCP; producers/consumers: franz-go, no compression",
 		},
 		Errors:      map[string]string{},
-		LoadAverage: [2]float64{loadAverage(), 0},
+		LoadAverage: [2]float64{host.LoadAverage(), 0},
 	}
 	status("flatline-bench on %s (%d cores); %s", res.Machine.CPUModel, res.Machine.Cores, res.Scale)
 
@@ -287,7 +289,7 @@ func run() int {
 		}
 	}
 	res.DurationSeconds = time.Since(started).Seconds()
-	res.LoadAverage[1] = loadAverage()
+	res.LoadAverage[1] = host.LoadAverage()
 	res.Profiles = o.profiles
 	if len(res.Errors) == 0 {
 		res.Errors = nil

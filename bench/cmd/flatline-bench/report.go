@@ -10,14 +10,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flatline-dev/flatline/bench/internal/host"
 )
 
 // Result is one run: what bench/results/<run>.json holds.
 type Result struct {
-	Run     string  `json:"run"`
-	Command string  `json:"command"`
-	Machine Machine `json:"machine"`
-	Scale   string  `json:"scale"`
+	Run     string       `json:"run"`
+	Command string       `json:"command"`
+	Machine host.Machine `json:"machine"`
+	Scale   string       `json:"scale"`
 	// Set holds the -set settings of an experiment (none: the issue's
 	// configuration).
 	Set             map[string]string `json:"set,omitempty"`
