@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"time"
+)
+
+// churn is the fleet's ordinary turnover, through the whole run (it is
+// load, not a disturbance): every period some devices join, some leave
+// with a tombstone and some go silent, until quietEnd before the end, so
+// that the last silent device has fired before the soak stops flatline.
+type churn struct {
+	f                       *fleet
+	every                   time.Duration
+	until                   time.Time
+	joinN, leaveN, silenceN int
+}
+
+func (c *churn) Run(ctx context.Context) error {
+	t := time.NewTicker(c.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if now.After(c.until) {
+				return nil
+			}
+			c.f.Join(c.joinN)
+			c.f.Leave(c.leaveN)
+			c.f.Silence(c.silenceN)
+		}
+	}
+}
