@@ -81,6 +81,21 @@ bench-large: ## Redis memory per device at 10,000,000 devices against a bare ZSE
 	$(GO) build -o bin/flatline-bench ./bench/cmd/flatline-bench
 	bin/flatline-bench -scenarios memory -mem-devices 10000000 $(BENCH_ARGS)
 
+# make soak: flatline run the way a platform runs it for SOAK_DURATION
+# (default 20m; at least 2m): two `flatline serve` on one redis-server and
+# an in-process Kafka, 5,000 devices beating every second, probes and
+# scrapes at platform cadence, a rolling restart, a third instance, shards
+# scaled up and back, devices joining, leaving and going silent. It prints
+# each resource's slope over the second half with a verdict, and 0 false /
+# 0 missed timeouts, and writes bench/results/soak-<UTC time>.json; it
+# fails when a verdict does. Takes about SOAK_DURATION + 1 minute.
+SOAK_DURATION ?= 20m
+.PHONY: soak
+soak: ## SOAK_DURATION (default 20m) of steady load and platform disturbances: resource slopes, verdicts, bench/results/soak-*.json
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/flatline ./cmd/flatline
+	$(GO) build -o bin/flatline-soak ./bench/cmd/flatline-soak
+	bin/flatline-soak -duration $(SOAK_DURATION) -flatline bin/flatline
+
 check-rules: ## promtool: check deploy/prometheus/alerts.yml and run its unit tests (Debian package prometheus)
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
