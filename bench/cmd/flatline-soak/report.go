@@ -91,7 +91,7 @@ func newResult(o options, p *plan, f *fleet, rd *reader, smp *sampler, probers m
 
 	procs, redis := smp.samples()
 	r.Samples, r.Redis = procs, redis
-	r.Slopes = slopes(procs, redis, from, to, o.sampleEvery)
+	r.Slopes = slopes(procs, redis, from, to, o.sampleEvery, beforeRebalances(r.Windows))
 	r.Cores = cores(procs, from, to)
 
 	c := f.counts()
@@ -145,6 +145,22 @@ func newResult(o options, p *plan, f *fleet, rd *reader, smp *sampler, probers m
 	}
 	r.Pass = len(r.Failures) == 0
 	return r
+}
+
+// beforeRebalances is the span, in seconds since the start, from the end
+// of the rolling restart (and its grace) to the third instance's start:
+// the restarted processes, settled, before any rebalance.
+func beforeRebalances(ws []window) [2]float64 {
+	var b [2]float64
+	for _, w := range ws {
+		switch {
+		case w.Kind == "restart":
+			b[0] = max(b[0], w.ToS)
+		case w.Kind == "start" && w.Slot == "c":
+			b[1] = w.FromS
+		}
+	}
+	return b
 }
 
 func settingsLine(s map[string]string) string {
@@ -201,14 +217,18 @@ func (r *Result) print(w io.Writer) {
 
 	fmt.Fprintf(w, "\nslopes over %.0fs..%.0fs (least squares, per hour):\n", r.Window[0], r.Window[1])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "resource\tslot\tinstance\tn\tfirst\tlast\tslope/h\t±se\tbound/h\tverdict\t")
+	fmt.Fprintln(tw, "resource\tslot\tinstance\tn\tmedian before→window\tfirst\tlast\tslope/h\t±se\tbound/h\tverdict\t")
 	for _, s := range r.Slopes {
 		bound := fmt.Sprintf("%.0f", s.Bound)
 		if s.Verdict == "info" {
 			bound = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%.1f\t%+.2f\t%.2f\t%s\t%s\t\n",
-			s.Resource+unitSuffix(s.Unit), s.Slot, s.Instance, s.N, s.First, s.Last, s.PerHour, s.SE, bound, s.Verdict)
+		before := "-"
+		if s.BeforeN > 0 {
+			before = fmt.Sprintf("%.1f", s.Before)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s → %.1f\t%.1f\t%.1f\t%+.2f\t%.2f\t%s\t%s\t\n",
+			s.Resource+unitSuffix(s.Unit), s.Slot, s.Instance, s.N, before, s.Median, s.First, s.Last, s.PerHour, s.SE, bound, s.Verdict)
 	}
 	_ = tw.Flush()
 	var scattered []string
