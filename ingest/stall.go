@@ -49,6 +49,11 @@ type traffic struct {
 	cur, prev     bucket
 	// hwm is the high-water mark last probed, movedMs when it last grew.
 	hwm, movedMs int64
+	// advStartMs starts the window of advCur; advCur and advPrev count the
+	// probes that found the high-water mark grown, over storm.window each:
+	// the partition's usual gap between records, as the prober sees them
+	// arrive (threshold).
+	advStartMs, advCur, advPrev int64
 	// stall is the stall recorded in Redis, nil when the partition flows.
 	stall *shard.Stall
 }
@@ -83,7 +88,7 @@ func newStallGuard(in *Ingest, inherited map[int]shard.Traffic, stalls map[int]s
 	g := &stallGuard{in: in, cfg: in.opts.Storm, parts: make(map[int]*traffic, len(partitions)), inherited: inherited}
 	now := in.opts.Now().UnixMilli()
 	for _, p := range partitions {
-		t := &traffic{bucketStartMs: now, movedMs: now}
+		t := &traffic{bucketStartMs: now, movedMs: now, advStartMs: now}
 		if old, ok := inherited[p]; ok {
 			// Until records arrive, the partition stands where its former
 			// owner last saw it move.
@@ -163,19 +168,47 @@ func (g *stallGuard) busy(p int, t *traffic, nowMs int64) bool {
 }
 
 // threshold is how long t's high-water mark may stand still before it is
-// stalled: storm.stall_after, or five of its usual gaps between records.
-// t.mu is held.
+// stalled: storm.stall_after, or five of its usual gaps between records
+// when longer. The usual gap is the mean time between the probes that
+// found records arrived, not between records: producers that send in
+// rounds (a bridge flushing every second) leave their partition still
+// between rounds however many records each round carries, and that
+// stillness is their usual traffic, not an outage. t.mu is held.
 func (g *stallGuard) threshold(p int, t *traffic, nowMs int64) int64 {
 	th := g.cfg.StallAfter.Milliseconds()
 	switch {
-	case t.prev.records > 0:
-		th = max(th, 5*g.cfg.Window.Milliseconds()/t.prev.records)
-	case t.cur.records > 0 && nowMs > t.bucketStartMs:
-		th = max(th, 5*(nowMs-t.bucketStartMs)/t.cur.records)
+	case t.advPrev > 0:
+		th = max(th, 5*g.cfg.Window.Milliseconds()/t.advPrev)
+	case t.advCur > 0 && nowMs > t.advStartMs:
+		th = max(th, 5*(nowMs-t.advStartMs)/t.advCur)
 	default:
 		th = max(th, g.inherited[p].ThresholdMs)
 	}
 	return th
+}
+
+// sawHWM takes the high-water mark a probe sent at nowMs found. t.mu is
+// held.
+func (g *stallGuard) sawHWM(t *traffic, hwm, nowMs int64) {
+	if hwm > t.hwm {
+		t.hwm, t.movedMs = hwm, nowMs
+		g.advanced(t, nowMs)
+	}
+}
+
+// advanced counts a probe at nowMs that found t's high-water mark grown.
+// t.mu is held.
+func (g *stallGuard) advanced(t *traffic, nowMs int64) {
+	window := g.cfg.Window.Milliseconds()
+	if nowMs-t.advStartMs >= window {
+		if nowMs-t.advStartMs >= 2*window {
+			t.advPrev = 0
+		} else {
+			t.advPrev = t.advCur
+		}
+		t.advCur, t.advStartMs = 0, nowMs
+	}
+	t.advCur++
 }
 
 // capAt lowers the watermarks in wms to what the storm guard allows.
@@ -216,9 +249,7 @@ func (g *stallGuard) probed(ctx context.Context, sentMs int64, offsets map[int]i
 			continue
 		}
 		t.mu.Lock()
-		if hwm > t.hwm {
-			t.hwm, t.movedMs = hwm, sentMs
-		}
+		g.sawHWM(t, hwm, sentMs)
 		stall := t.stall
 		var mark *shard.Stall
 		switch {

@@ -44,23 +44,30 @@ func TestBusyPartitionsWatermarkStaysNearItsLastRecord(t *testing.T) {
 	}
 }
 
-// TestThresholdIsFiveUsualGapsWhenLonger: a partition with a record every
-// 200 ms may stand still for a second (five gaps) before it is stalled;
-// one with a record every millisecond for stall_after.
+// TestThresholdIsFiveUsualGapsWhenLonger: a partition whose records arrive
+// in rounds every 200 ms, however many each round carries, may stand still
+// for a second (five gaps) before it is stalled; one whose records arrive
+// at every probe for stall_after.
 func TestThresholdIsFiveUsualGapsWhenLonger(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	g := guardAt(&now, nil)
 	window := storm.DefaultConfig().Window
-	// One window of each: 50 records on partition 0 (a 200 ms gap), 10,000
-	// on partition 1; then a record of the next window rolls it over.
-	g.observe(0, observed("slow-", 50, now), now.UnixMilli())
-	g.observe(1, observed("fast-", 10_000, now), now.UnixMilli())
-	next := now.Add(window)
-	g.observe(0, observed("slow-", 1, next), next.UnixMilli())
-	g.observe(1, observed("fast-", 1, next), next.UnixMilli())
+	var slow, fast int64
+	// One window of probes every 10 ms, and one more to roll it over:
+	// partition 0 grows every 200 ms, partition 1 at every probe.
+	for ms := int64(0); ms <= window.Milliseconds(); ms += 10 {
+		at := now.UnixMilli() + ms
+		if ms%200 == 0 {
+			slow += 500
+		}
+		fast += 10
+		g.sawHWM(g.parts[0], slow, at)
+		g.sawHWM(g.parts[1], fast, at)
+	}
+	next := now.Add(window).UnixMilli()
 	for p, want := range map[int]int64{0: 1000, 1: storm.DefaultConfig().StallAfter.Milliseconds()} {
 		tr := g.parts[p]
-		if got := g.threshold(p, tr, next.UnixMilli()); got != want {
+		if got := g.threshold(p, tr, next); got != want {
 			t.Errorf("partition %d: threshold %d ms, want %d", p, got, want)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,7 @@ type Collector struct {
 
 	mu     sync.Mutex
 	events []Received
+	storms []Received    // storm_started and storm_ended events
 	cursor int           // of Next
 	more   chan struct{} // closed (and replaced) at each event
 	bad    []string
@@ -91,6 +93,10 @@ func (c *Collector) read(ctx context.Context, r *kafka.Reader, p int) {
 		c.mu.Lock()
 		if err := json.Unmarshal(m.Value, &ev); err != nil {
 			c.bad = append(c.bad, fmt.Sprintf("partition %d offset %d: %q: %v", p, m.Offset, m.Value, err))
+		} else if strings.HasPrefix(ev.Type, "storm_") {
+			// storm_started and storm_ended name no device: kept apart,
+			// so the device events read as before (Storms).
+			c.storms = append(c.storms, Received{Key: string(m.Key), Partition: p, Offset: m.Offset, Ev: ev, At: time.Now()})
 		} else {
 			c.events = append(c.events, Received{Key: string(m.Key), Partition: p, Offset: m.Offset, Ev: ev, At: time.Now()})
 			close(c.more)
@@ -99,6 +105,13 @@ func (c *Collector) read(ctx context.Context, r *kafka.Reader, p int) {
 		c.mu.Unlock()
 		c.next[p].Store(m.Offset + 1)
 	}
+}
+
+// Storms returns the storm_started and storm_ended events read so far.
+func (c *Collector) Storms() []Received {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Received(nil), c.storms...)
 }
 
 // ByDevice returns the events read so far, per device.

@@ -12,9 +12,10 @@ import (
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
 
-// pipe is a fleet behind a pipe that can break: every interval one round of
-// heartbeats of the devices that beat at that moment, none while the pipe
-// is down. A device beats unless it is dead (from its death on) or late
+// pipe is a fleet behind a pipe that can break: each device beats every
+// interval at a phase of its own (one of phases slots), as independent
+// devices do, so a partition's records arrive all the time; none arrive
+// while the pipe is down. A device beats unless it is dead (from its death on) or late
 // (from the pipe's break until lateBy after its return).
 type pipe struct {
 	ids      []string
@@ -59,15 +60,18 @@ func startPipe(t *testing.T, brokers []string, ids []string, interval time.Durat
 func (p *pipe) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
 	defer close(p.done)
 	defer w.Close()
-	tick := time.NewTicker(p.interval)
+	tick := time.NewTicker(p.interval / phases)
 	defer tick.Stop()
-	for {
+	for slot := 0; ; slot = (slot + 1) % phases {
 		now := time.Now()
 		ts := strconv.FormatInt(now.UnixMilli(), 10)
 		var msgs []kafka.Message
 		p.mu.Lock()
 		back := !p.backAt.IsZero() || p.downAt.IsZero()
 		for i, id := range p.ids {
+			if i%phases != slot {
+				continue
+			}
 			if p.down && (p.stopOnly == nil || p.stopOnly[p.partition(i)]) {
 				continue
 			}
@@ -101,6 +105,9 @@ func (p *pipe) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
 		}
 	}
 }
+
+// phases is how many slots an interval has: device i beats in slot i%phases.
+const phases = 20
 
 func (p *pipe) partition(i int) int {
 	if p.partitionOf == nil {
