@@ -2,7 +2,6 @@ package storms
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,12 +69,8 @@ func byType(c *e2etest.Collector) (timeouts, recovered map[string][]dispatch.Eve
 			}
 		}
 	}
-	for _, rs := range c.ByDevice() {
-		for _, r := range rs {
-			if strings.HasPrefix(r.Ev.Type, "storm_") {
-				storms = append(storms, r.Ev)
-			}
-		}
+	for _, r := range c.Storms() {
+		storms = append(storms, r.Ev)
 	}
 	return timeouts, recovered, storms
 }
