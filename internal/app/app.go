@@ -129,7 +129,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
 			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: log,
 			RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
-			DrainTimeout: cfg.ShutdownTimeout, Timing: a.Publisher.Timing, Hooks: hooks.Scanner,
+			DrainTimeout: drainTimeout(cfg.ShutdownTimeout), Timing: a.Publisher.Timing, Hooks: hooks.Scanner,
 		})
 		if err != nil {
 			return err
@@ -175,6 +175,13 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		}
 	}
 	return nil
+}
+
+// drainTimeout is how long the scanners' batches in flight may take to be
+// acknowledged on shutdown: most of shutdown_timeout, leaving the stages
+// after them (leases, producers, the rest) time to stop within it.
+func drainTimeout(shutdown time.Duration) time.Duration {
+	return max(shutdown/2, shutdown-2*time.Second)
 }
 
 // stallAfter is how far behind now the watermark may fall before it is

@@ -2,7 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -143,15 +146,47 @@ func (a *App) Run(ctx context.Context) error {
 	case runErr = <-failed:
 		a.log.Error("stopping after failure", "err", runErr)
 	}
-	for _, r := range run {
-		r.stop()
-		if err := r.group.Wait(); err != nil && err != runErr {
-			a.log.Warn("failed while stopping", "stage", r.name, "err", err)
-		}
-		a.release(r.stage)
+	if err := a.stop(run, runErr, a.cfg.ShutdownTimeout); err != nil {
+		return err
 	}
 	a.log.Info("stopped")
 	return runErr
+}
+
+// ErrShutdownTimeout is Run's error when shutdown_timeout passed before
+// every stage stopped.
+var ErrShutdownTimeout = errors.New("shutdown_timeout passed before every part stopped")
+
+// stop stops the running stages in order, within timeout for all of them
+// (shutdown_timeout bounds the whole shutdown, as a platform's grace
+// period does: a stage that hangs must not keep the process from
+// exiting). Past it, stop returns ErrShutdownTimeout, naming the stage
+// still stopping, and leaves the rest to the process's exit: what was not
+// committed or removed is read again by the next owner.
+func (a *App) stop(run []*running, runErr error, timeout time.Duration) error {
+	var current atomic.Value // the name of the stage stopping now
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, r := range run {
+			current.Store(r.name)
+			r.stop()
+			if err := r.group.Wait(); err != nil && err != runErr {
+				a.log.Warn("failed while stopping", "stage", r.name, "err", err)
+			}
+			a.release(r.stage)
+		}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		stage, _ := current.Load().(string)
+		a.log.Error("shutdown_timeout passed; exiting without waiting further", "shutdown_timeout", timeout, "stage", stage)
+		return fmt.Errorf("%w (stage %s still stopping after %s)", ErrShutdownTimeout, stage, timeout)
+	}
 }
 
 // start runs the parts of s, each under its own name, on a context only
