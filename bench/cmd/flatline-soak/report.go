@@ -147,6 +147,10 @@ func newResult(o options, p *plan, f *fleet, rd *reader, smp *sampler, probers m
 	return r
 }
 
+// fullWindow is the second half of the default run, which the bounds are
+// set for.
+const fullWindow = 10 * time.Minute
+
 // beforeRebalances is the span, in seconds since the start, from the end
 // of the rolling restart (and its grace) to the third instance's start:
 // the restarted processes, settled, before any rebalance.
@@ -216,6 +220,10 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "flatline cores over the window: a %.3f, b %.3f\n", r.Cores["a"], r.Cores["b"])
 
 	fmt.Fprintf(w, "\nslopes over %.0fs..%.0fs (least squares, per hour):\n", r.Window[0], r.Window[1])
+	if r.Window[1]-r.Window[0] < fullWindow.Seconds()*0.9 {
+		fmt.Fprintf(w, "  (a %.0fs window: the bounds are set for the %s window of a 20-minute run; over a shorter one a step or a little scatter is a steep slope)\n",
+			r.Window[1]-r.Window[0], fullWindow)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "resource\tslot\tinstance\tn\tmedian before→window\tfirst\tlast\tslope/h\t±se\tbound/h\tverdict\t")
 	for _, s := range r.Slopes {
