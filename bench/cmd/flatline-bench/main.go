@@ -95,7 +95,7 @@ type options struct {
 }
 
 // The reference sizes, at which the targets of docs/performance.md are measured.
-var issueSizes = map[string]int{
+var referenceSizes = map[string]int{
 	"ingest-devices": 200_000, "ingest-heartbeats": 2_000_000, "lat-devices": 1_000_000,
 	"lat-rate": 100_000, "lat-probes": 2000, "mass-devices": 1_000_000, "mem-devices": 1_000_000,
 }
@@ -134,24 +134,24 @@ func run() int {
 	fs.BoolVar(&o.markdown, "markdown", false, "also print the table as Markdown")
 	fs.IntVar(&o.partitions, "partitions", 8, "partitions of every topic")
 	fs.IntVar(&o.shards, "shards", 16, "shards.initial_count")
-	fs.IntVar(&o.ingestDevices, "ingest-devices", issueSizes["ingest-devices"], "scenario 1: devices")
-	fs.IntVar(&o.ingestHeartbeats, "ingest-heartbeats", issueSizes["ingest-heartbeats"], "scenario 1: heartbeats (a multiple of the devices: one per device per second)")
+	fs.IntVar(&o.ingestDevices, "ingest-devices", referenceSizes["ingest-devices"], "scenario 1: devices")
+	fs.IntVar(&o.ingestHeartbeats, "ingest-heartbeats", referenceSizes["ingest-heartbeats"], "scenario 1: heartbeats (a multiple of the devices: one per device per second)")
 	fs.DurationVar(&o.coalesceWindow, "coalesce", 10*time.Second, "scenario 1: ingest.coalesce_window of the second run (0: skip it)")
 	fs.DurationVar(&o.ceilingDuration, "ceiling", 3*time.Second, "scenario 1: how long to measure the Redis ceiling, after each exact run")
 	fs.StringVar(&o.monitorFile, "monitor", "", "scenario 1: after the pairs, one more exact run (not counted) whose Redis commands MONITOR writes to this file, for bench/cmd/zadd-order")
 	fs.IntVar(&o.ingestPairs, "ingest-pairs", 3, "scenario 1: exact runs, each followed by a ceiling measurement (the median ratio counts)")
 	fs.DurationVar(&o.ingestTimeout, "ingest-timeout", 2*time.Minute, "scenario 1: give up on a run after this long")
-	fs.IntVar(&o.latDevices, "lat-devices", issueSizes["lat-devices"], "scenario 2: tracked devices")
-	fs.IntVar(&o.latRate, "lat-rate", issueSizes["lat-rate"], "scenario 2: background heartbeats per second")
+	fs.IntVar(&o.latDevices, "lat-devices", referenceSizes["lat-devices"], "scenario 2: tracked devices")
+	fs.IntVar(&o.latRate, "lat-rate", referenceSizes["lat-rate"], "scenario 2: background heartbeats per second")
 	fs.IntVar(&o.latRuns, "lat-runs", 3, "scenario 2: runs under -lat-rate (the median p99 is shown; the target holds only if every run meets it)")
 	fs.IntVar(&o.latSparse, "lat-sparse-rate", 8, "scenario 2: background heartbeats per second of a second run with quiet partitions (0: skip it)")
-	fs.IntVar(&o.latProbes, "lat-probes", issueSizes["lat-probes"], "scenario 2: deadlines measured")
+	fs.IntVar(&o.latProbes, "lat-probes", referenceSizes["lat-probes"], "scenario 2: deadlines measured")
 	fs.DurationVar(&o.latSpread, "lat-spread", 10*time.Second, "scenario 2: window the deadlines are spread over")
-	fs.IntVar(&o.massDevices, "mass-devices", issueSizes["mass-devices"], "scenario 3: devices silent at once")
+	fs.IntVar(&o.massDevices, "mass-devices", referenceSizes["mass-devices"], "scenario 3: devices silent at once")
 	fs.DurationVar(&o.massMargin, "mass-margin", 0, "scenario 3: time from the start of the load to the shared deadline (0: from the measured load rate)")
 	fs.IntVar(&o.massRuns, "mass-runs", 3, "scenario 3: runs (the median by drain rate counts; all are listed)")
 	fs.DurationVar(&o.massTimeout, "mass-timeout", 30*time.Second, "scenario 3: stop waiting this long after the deadline (the rate is then over what arrived)")
-	fs.IntVar(&o.memDevices, "mem-devices", issueSizes["mem-devices"], "scenario 4: devices")
+	fs.IntVar(&o.memDevices, "mem-devices", referenceSizes["mem-devices"], "scenario 4: devices")
 	fs.IntVar(&o.stormPairs, "storm-pairs", 3, "storm cost: pairs of runs, guard on then off, of exact ingest and of mass expiry (the medians count)")
 	fs.StringVar(&o.costShards, "cost-shards", "16,4096", "shard cost: the shard counts, run in this order (the ratios are the last over the first)")
 	fs.IntVar(&o.costDevices, "cost-devices", 2000, "shard cost: devices beating every second")
@@ -326,14 +326,14 @@ func (o *options) describeScale() string {
 	var diffs []string
 	for _, k := range []string{"ingest-devices", "ingest-heartbeats", "lat-devices", "lat-rate", "lat-probes", "mass-devices", "mem-devices"} {
 		if k == "mem-devices" && got[k] == 10_000_000 {
-			continue // the issue's `make bench-large` size
+			continue // `make bench-large`'s size
 		}
-		if got[k] != issueSizes[k] {
-			diffs = append(diffs, fmt.Sprintf("%s %s (issue: %s)", k, num(got[k]), num(issueSizes[k])))
+		if got[k] != referenceSizes[k] {
+			diffs = append(diffs, fmt.Sprintf("%s %s (reference: %s)", k, num(got[k]), num(referenceSizes[k])))
 		}
 	}
 	if len(diffs) == 0 {
-		return "the sizes of issue #7"
+		return "the reference sizes"
 	}
-	return "NOT the issue's sizes: " + strings.Join(diffs, ", ")
+	return "NOT the reference sizes: " + strings.Join(diffs, ", ")
 }
