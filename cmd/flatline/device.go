@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/rebalance"
+	"github.com/flatline-dev/flatline/inspect"
 )
 
 // deviceGetOptions are the flags of `flatline device get`.
@@ -46,7 +46,7 @@ func (o *deviceGetOptions) run(ctx context.Context, r *rootOptions, id string, o
 		return err
 	}
 	defer closeStore()
-	d, err := rebalance.GetDevice(ctx, store, policy, id, cfg.Ingest.CoalesceWindow)
+	d, err := inspect.GetDevice(ctx, store, policy, id, cfg.Ingest.CoalesceWindow)
 	if err != nil {
 		return err
 	}

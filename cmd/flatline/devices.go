@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/httpapi"
-	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
 	"github.com/flatline-dev/flatline/timeouts"
 )
@@ -100,19 +100,19 @@ func (o *devicesDownOptions) run(ctx context.Context, r *rootOptions, out io.Wri
 // httpapi.DevicesDownMaxLimit at a time as GET /devices/down does, until
 // it has --limit devices (all with 0), and sorts them longest down first.
 // Next is where the listing would go on, for a truncated list.
-func (o *devicesDownOptions) list(ctx context.Context, store *shard.Store, policy *timeouts.Policy, cfg *configs.Config, now time.Time) (rebalance.DownList, error) {
-	all := rebalance.DownList{Devices: []rebalance.DownDevice{}}
+func (o *devicesDownOptions) list(ctx context.Context, store *shard.Store, policy *timeouts.Policy, cfg *configs.Config, now time.Time) (inspect.DownList, error) {
+	all := inspect.DownList{Devices: []inspect.DownDevice{}}
 	for {
 		page := httpapi.DevicesDownMaxLimit
 		if o.limit > 0 {
 			page = min(page, o.limit-len(all.Devices))
 		}
-		got, err := rebalance.ListDown(ctx, store, policy, rebalance.DownQuery{
+		got, err := inspect.ListDown(ctx, store, policy, inspect.DownQuery{
 			Class: o.class, Limit: page, Cursor: all.Next,
 			Window: cfg.Dispatch.RecoveryWindow, Pad: cfg.Ingest.CoalesceWindow,
 		}, now)
 		if err != nil {
-			return rebalance.DownList{}, err
+			return inspect.DownList{}, err
 		}
 		all.Devices = append(all.Devices, got.Devices...)
 		all.Next, all.Truncated = got.Next, got.Truncated
@@ -120,6 +120,6 @@ func (o *devicesDownOptions) list(ctx context.Context, store *shard.Store, polic
 			break
 		}
 	}
-	slices.SortStableFunc(all.Devices, func(a, b rebalance.DownDevice) int { return cmp.Compare(a.DeadlineMs, b.DeadlineMs) })
+	slices.SortStableFunc(all.Devices, func(a, b inspect.DownDevice) int { return cmp.Compare(a.DeadlineMs, b.DeadlineMs) })
 	return all, nil
 }

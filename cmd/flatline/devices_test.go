@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/httpapi"
-	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -44,7 +44,7 @@ func TestDevicesDownFollowsTheCursor(t *testing.T) {
 		if r.code != 0 || r.stderr != "" {
 			t.Fatalf("--limit %d: exit %d, stderr %q", tc.limit, r.code, r.stderr)
 		}
-		var list rebalance.DownList
+		var list inspect.DownList
 		if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 			t.Fatalf("--limit %d: not JSON: %v", tc.limit, err)
 		}

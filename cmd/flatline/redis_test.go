@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
-	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -66,11 +66,11 @@ func TestDeviceGetPrintsJSON(t *testing.T) {
 		if r.code != 0 || r.stderr != "" {
 			t.Fatalf("%s: exit %d, stderr %q", flag, r.code, r.stderr)
 		}
-		var d rebalance.Device
+		var d inspect.Device
 		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
 			t.Fatalf("%s: not JSON: %v\n%s", flag, err, r.stdout)
 		}
-		want := rebalance.Device{DeviceID: "d-1", Tracked: true, DeadlineMs: deadline.UnixMilli(), TimeoutMs: 30000, Class: "cam"}
+		want := inspect.Device{DeviceID: "d-1", Tracked: true, DeadlineMs: deadline.UnixMilli(), TimeoutMs: 30000, Class: "cam"}
 		if d != want {
 			t.Fatalf("%s: got %+v, want %+v", flag, d, want)
 		}
@@ -87,7 +87,7 @@ func TestShardsStatusPrintsJSON(t *testing.T) {
 		if r.code != 0 || r.stderr != "" {
 			t.Fatalf("%s: exit %d, stderr %q", flag, r.code, r.stderr)
 		}
-		var st rebalance.Status
+		var st inspect.Status
 		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 			t.Fatalf("%s: not JSON: %v\n%s", flag, err, r.stdout)
 		}
@@ -124,7 +124,7 @@ func TestDevicesDownListsTheTimedOut(t *testing.T) {
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
-	var list rebalance.DownList
+	var list inspect.DownList
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 )
@@ -55,7 +56,7 @@ func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) 
 	}
 	defer closeStore()
 	now := time.Now()
-	st, err := rebalance.ReadStatus(ctx, store, now)
+	st, err := inspect.ReadStatus(ctx, store, now)
 	if err != nil {
 		return err
 	}
@@ -154,7 +155,7 @@ func (o *scaleOptions) run(ctx context.Context, r *rootOptions, in io.Reader, ou
 	return nil
 }
 
-func printStatus(w io.Writer, st rebalance.Status) {
+func printStatus(w io.Writer, st inspect.Status) {
 	l := st.Layout
 	if l.Count == 0 {
 		fmt.Fprintln(w, "no layout stored yet (start 'flatline serve' once)")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/rebalance"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/storm"
 )
 
@@ -48,7 +48,7 @@ func newStormStatusCmd(r *rootOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st := rebalance.NewStormStatus(gs)
+			st := inspect.NewStormStatus(gs)
 			if o.output.JSON() {
 				return writeJSON(cmd.OutOrStdout(), st)
 			}
@@ -60,7 +60,7 @@ func newStormStatusCmd(r *rootOptions) *cobra.Command {
 	return cmd
 }
 
-func printStorm(out io.Writer, st rebalance.StormStatus, now time.Time) {
+func printStorm(out io.Writer, st inspect.StormStatus, now time.Time) {
 	switch {
 	case len(st.StalledPartitions) == 0:
 		fmt.Fprintln(out, "stalled partitions: none")

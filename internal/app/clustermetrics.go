@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/metrics"
-	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -23,7 +23,7 @@ import (
 //
 // Round trips: the layout; one pipeline of ZCARD and ZCOUNT per shard; the
 // watermarks; one ZCOUNT per shard of the down sets; and, while at most
-// rebalance.DownByClassMax devices are down, one pipeline of down_count.lua
+// inspect.DownByClassMax devices are down, one pipeline of down_count.lua
 // per shard to split them by class (more when a shard holds more than
 // shard.DownCountChunk of them).
 func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
@@ -62,7 +62,7 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	if gs.Hold != nil && !gs.Hold.Expired {
 		c.HeldSinceMs = gs.Hold.SinceMs
 	}
-	down, err := rebalance.CountDown(ctx, a.Store, a.policy, n, a.cfg.Dispatch.RecoveryWindow, rebalance.DownByClassMax, now)
+	down, err := inspect.CountDown(ctx, a.Store, a.policy, n, a.cfg.Dispatch.RecoveryWindow, inspect.DownByClassMax, now)
 	if err != nil {
 		return metrics.Cluster{}, err
 	}

@@ -11,15 +11,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/testenv"
-	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
 )
 
 // benchDown is how many devices BenchmarkScrapeWith1MTrackedAnd100kDown
 // marks down: -args -bench-down 10000 measures a scrape that splits them by
-// class (at most rebalance.DownByClassMax).
+// class (at most inspect.DownByClassMax).
 var benchDown = flag.Int("bench-down", 100_000, "devices down in BenchmarkScrapeWith1MTrackedAnd100kDown")
 
 // roundTrips counts the commands and pipelines a client sends: one round
@@ -44,8 +44,8 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // gather is a whole scrape as Prometheus sees it (every collector);
 // read is the Redis part of it (App.readCluster); split-by-class is what
 // the read would cost if it split 100,000 down devices by class
-// (rebalance.CountDown with no limit), which it does only up to
-// rebalance.DownByClassMax. Each reports the round trips to Redis per op.
+// (inspect.CountDown with no limit), which it does only up to
+// inspect.DownByClassMax. Each reports the round trips to Redis per op.
 func BenchmarkScrapeWith1MTrackedAnd100kDown(b *testing.B) {
 	const shards, tracked, classes = 16, 1_000_000, 5
 	down := *benchDown
@@ -145,7 +145,7 @@ func BenchmarkScrapeWith1MTrackedAnd100kDown(b *testing.B) {
 		return err
 	})
 	run("split-by-class", func() error {
-		d, err := rebalance.CountDown(ctx, store, policy, shards, cfg.Dispatch.RecoveryWindow, int64(down), time.Now())
+		d, err := inspect.CountDown(ctx, store, policy, shards, cfg.Dispatch.RecoveryWindow, int64(down), time.Now())
 		if err == nil && len(d.ByClass) != classes+1 {
 			b.Fatalf("split %v", d.ByClass)
 		}

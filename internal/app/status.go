@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/httpapi"
 	"github.com/flatline-dev/flatline/internal/redisconn"
-	"github.com/flatline-dev/flatline/rebalance"
 )
 
 // ready answers /readyz: the instance can serve when Redis answers, the
@@ -27,7 +27,7 @@ func (a *App) ready(ctx context.Context) error {
 // --json`, read from Redis, with this instance's id.
 func (a *App) status(ctx context.Context) (any, error) {
 	now := time.Now()
-	st, err := rebalance.ReadStatus(ctx, a.Store, now)
+	st, err := inspect.ReadStatus(ctx, a.Store, now)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (a *App) status(ctx context.Context) (any, error) {
 // devicesDown answers GET /devices/down: a page of what `flatline devices
 // down -o json` prints for the same --class, with the cursor of the next.
 func (a *App) devicesDown(ctx context.Context, q httpapi.DevicesDownQuery) (any, error) {
-	return rebalance.ListDown(ctx, a.Store, a.policy, rebalance.DownQuery{
+	return inspect.ListDown(ctx, a.Store, a.policy, inspect.DownQuery{
 		Class: q.Class, Limit: q.Limit, Cursor: q.Cursor, Window: a.cfg.Dispatch.RecoveryWindow, Pad: a.cfg.Ingest.CoalesceWindow,
 	}, time.Now())
 }

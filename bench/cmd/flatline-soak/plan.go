@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/freeport"
-	"github.com/flatline-dev/flatline/rebalance"
 )
 
 // The disturbances all happen in the first half, at these fractions of the
@@ -276,8 +276,8 @@ func (p *plan) scale(ctx context.Context, n int) (string, error) {
 	}
 }
 
-func (p *plan) shardsStatus(ctx context.Context) (rebalance.Status, error) {
-	var st rebalance.Status
+func (p *plan) shardsStatus(ctx context.Context) (inspect.Status, error) {
+	var st inspect.Status
 	out, err := p.cli(ctx, "shards", "status", "-o", "json")
 	if err != nil {
 		return st, err

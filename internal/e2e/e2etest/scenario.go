@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/rebalance"
@@ -170,7 +171,7 @@ func Rescale(t testing.TB, inst *Instance, from, to int, wait time.Duration) sha
 	}
 	sawProgress := false
 	EventuallyNil(t, wait, fmt.Sprintf("%d→%d to finalize", from, to), func() error {
-		st, err := rebalance.ReadStatus(ctx, inst.Store, time.Now())
+		st, err := inspect.ReadStatus(ctx, inst.Store, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

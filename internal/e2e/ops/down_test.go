@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
-	"github.com/flatline-dev/flatline/rebalance"
 )
 
 // TestDevicesDownEndpointAnswersAsTheCommand: devices that time out are
 // listed by GET /devices/down as `flatline devices down -o json` lists them
-// (rebalance.ListDown over the policy the command reads), with the
+// (inspect.ListDown over the policy the command reads), with the
 // command's --class and --limit as query options, and counted by
 // flatline_devices_down{class} and /status.
 func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
@@ -40,9 +40,9 @@ func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
 		return nil
 	})
 
-	get := func(query string) rebalance.DownList {
+	get := func(query string) inspect.DownList {
 		t.Helper()
-		var l rebalance.DownList
+		var l inspect.DownList
 		if err := json.Unmarshal(in.get(t, "/devices/down"+query), &l); err != nil {
 			t.Fatalf("GET /devices/down%s: %v", query, err)
 		}
@@ -50,7 +50,7 @@ func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
 	}
 	// What the command prints for the same options (its -o json is this
 	// document), less down_for_ms, which moves with the clock.
-	command := func(class string, limit int) rebalance.DownList {
+	command := func(class string, limit int) inspect.DownList {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -58,7 +58,7 @@ func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := rebalance.ListDown(ctx, in.Store, policy, rebalance.DownQuery{
+		l, err := inspect.ListDown(ctx, in.Store, policy, inspect.DownQuery{
 			Class: class, Limit: limit, Window: in.cfg.Dispatch.RecoveryWindow, Pad: in.cfg.Ingest.CoalesceWindow,
 		}, time.Now())
 		if err != nil {
@@ -66,9 +66,9 @@ func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
 		}
 		return l
 	}
-	same := func(what string, got, want rebalance.DownList) {
+	same := func(what string, got, want inspect.DownList) {
 		t.Helper()
-		strip := func(l rebalance.DownList) string {
+		strip := func(l inspect.DownList) string {
 			l.Devices = slices.Clone(l.Devices)
 			for i := range l.Devices {
 				l.Devices[i].DownForMs = 0

@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
-	"github.com/flatline-dev/flatline/rebalance"
 )
 
 // With 3 instances and 16 shards each owns 5 or 6 within two lease periods;
@@ -42,7 +42,7 @@ func TestLeasesSpreadEvenly(t *testing.T) {
 	took := e2etest.Eventually(t, 2*e.Cfg.Scanner.LeaseTTL, "the shards spread 5/6 over 3 instances", balanced)
 	t.Logf("3 instances balanced after %s: %d/%d/%d", took, len(insts[0].Leaser.Owned()), len(insts[1].Leaser.Owned()), len(insts[2].Leaser.Owned()))
 	// Every shard has exactly one owner.
-	st, err := rebalance.ReadStatus(t.Context(), insts[0].Store, time.Now())
+	st, err := inspect.ReadStatus(t.Context(), insts[0].Store, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestNoIngestFiresNothing(t *testing.T) {
 	b := e2etest.Start(t, cfg, app.Hooks{})
 	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 4)
 	e2etest.Eventually(t, 15*time.Second, "the scanner-only instance to report a stalled watermark", b.Gate.Stalled)
-	st, err := rebalance.ReadStatus(t.Context(), b.Store, time.Now())
+	st, err := inspect.ReadStatus(t.Context(), b.Store, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/redisconn"
@@ -66,7 +67,7 @@ func TestOneAddressReachesTheWholeCluster(t *testing.T) {
 	// Before the silences: every master holds some shards' deadlines.
 	ctx := testenv.Context(t, time.Minute)
 	e2etest.EventuallyNil(t, 20*time.Second, "deadlines on every master", func() error {
-		st, err := rebalance.ReadStatus(ctx, inst.Store, time.Now())
+		st, err := inspect.ReadStatus(ctx, inst.Store, time.Now())
 		if err != nil {
 			return err
 		}
@@ -131,7 +132,7 @@ func TestDoublingOnCluster(t *testing.T) {
 	e2etest.Eventually(t, 30*time.Second, "the first silent device to time out", func() bool { return f.Fired(events) > 0 })
 	l := e2etest.Rescale(t, inst, 16, 32, 30*time.Second)
 	// Every member sits in its shard under 32, on whichever master.
-	misplaced, total, err := rebalance.CountMisplaced(context.Background(), inst.Store, l)
+	misplaced, total, err := inspect.CountMisplaced(context.Background(), inst.Store, l)
 	if err != nil || misplaced != 0 || total == 0 {
 		t.Errorf("after finalizing: %d of %d members misplaced (err %v)", misplaced, total, err)
 	}
@@ -565,14 +566,14 @@ func TestStoreOnCluster(t *testing.T) {
 		if err := store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: 3, Moved: 1}); err != nil {
 			t.Fatal(err)
 		}
-		st, err := rebalance.ReadStatus(ctx, store, time.Now())
+		st, err := inspect.ReadStatus(ctx, store, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(st.Shards) != 2*n || !st.Migration.Active || st.Migration.Misplaced != 3 || st.Partitions != 4 {
 			t.Fatalf("status %+v", st)
 		}
-		misplaced, total, err := rebalance.CountMisplaced(ctx, store, l)
+		misplaced, total, err := inspect.CountMisplaced(ctx, store, l)
 		if err != nil || total != st.Tracked || misplaced == 0 {
 			t.Fatalf("misplaced %d of %d (tracked %d) err %v", misplaced, total, st.Tracked, err)
 		}

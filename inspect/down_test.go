@@ -1,4 +1,4 @@
-package rebalance_test
+package inspect_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/testenv"
-	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"
 	"github.com/flatline-dev/flatline/timeouts"
 )
@@ -73,12 +73,12 @@ func TestListDownDecodesFiltersAndOrders(t *testing.T) {
 	// e is only where it is not written to: listed from there.
 	markDown(t, store, 0, e, shard.Score(ms(5*time.Minute), 0))
 
-	q := rebalance.DownQuery{Window: 24 * time.Hour, Pad: 50 * time.Millisecond}
-	got, err := rebalance.ListDown(context.Background(), store, policy, q, now)
+	q := inspect.DownQuery{Window: 24 * time.Hour, Pad: 50 * time.Millisecond}
+	got, err := inspect.ListDown(context.Background(), store, policy, q, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rebalance.DownDevice{
+	want := []inspect.DownDevice{
 		{DeviceID: e, Shard: 0, DeadlineMs: ms(5 * time.Minute), DownForMs: (5 * time.Minute).Milliseconds()},
 		{DeviceID: a, Shard: 0, Class: "cam", DeadlineMs: ms(time.Minute), DownForMs: time.Minute.Milliseconds()},
 		{DeviceID: b, Shard: 1, DeadlineMs: ms(time.Hour), DownForMs: time.Hour.Milliseconds()},
@@ -89,7 +89,7 @@ func TestListDownDecodesFiltersAndOrders(t *testing.T) {
 	}
 
 	q.Class = "cam"
-	got, err = rebalance.ListDown(context.Background(), store, policy, q, now)
+	got, err = inspect.ListDown(context.Background(), store, policy, q, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestListDownListsADeviceInTwoShardsOnce(t *testing.T) {
 	markDown(t, store, 0, only, at(time.Hour))    // not swept yet
 	markDown(t, store, 1, stays, at(time.Hour))
 
-	got, err := rebalance.ListDown(ctx, store, policy, rebalance.DownQuery{}, now)
+	got, err := inspect.ListDown(ctx, store, policy, inspect.DownQuery{}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,11 +138,11 @@ func TestListDownListsADeviceInTwoShardsOnce(t *testing.T) {
 }
 
 // pageAll follows the cursor from the start and returns every page.
-func pageAll(t *testing.T, store *shard.Store, policy *timeouts.Policy, q rebalance.DownQuery, now time.Time, between func(last rebalance.DownList)) []rebalance.DownList {
+func pageAll(t *testing.T, store *shard.Store, policy *timeouts.Policy, q inspect.DownQuery, now time.Time, between func(last inspect.DownList)) []inspect.DownList {
 	t.Helper()
-	var pages []rebalance.DownList
+	var pages []inspect.DownList
 	for {
-		got, err := rebalance.ListDown(context.Background(), store, policy, q, now)
+		got, err := inspect.ListDown(context.Background(), store, policy, q, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,8 +193,8 @@ func TestListDownPagesInAStableOrder(t *testing.T) {
 		add(fmt.Sprintf("own-%03d", k), shard.Score(now.Add(-time.Duration(k)*time.Second).UnixMilli(), 0))
 	}
 
-	q := rebalance.DownQuery{Limit: 10_000}
-	one, err := rebalance.ListDown(ctx, store, policy, q, now)
+	q := inspect.DownQuery{Limit: 10_000}
+	one, err := inspect.ListDown(ctx, store, policy, q, now)
 	if err != nil || one.Next != "" || len(one.Devices) != len(down) {
 		t.Fatalf("one page: %d devices, next %q, %v; want %d", len(one.Devices), one.Next, err, len(down))
 	}
@@ -206,7 +206,7 @@ func TestListDownPagesInAStableOrder(t *testing.T) {
 	// Without writes between them, pages of any size make the same list.
 	for _, limit := range []int{1, 7, 599, 600} {
 		var ids []string
-		for _, p := range pageAll(t, store, policy, rebalance.DownQuery{Limit: limit, Chunk: 5}, now, nil) {
+		for _, p := range pageAll(t, store, policy, inspect.DownQuery{Limit: limit, Chunk: 5}, now, nil) {
 			for _, d := range p.Devices {
 				ids = append(ids, d.DeviceID)
 			}
@@ -238,7 +238,7 @@ func TestListDownPagesInAStableOrder(t *testing.T) {
 	var listedMass []string // of the cursor's shard, while it is in the mass expiry
 	emptied := false
 	extra := 0
-	between := func(last rebalance.DownList) {
+	between := func(last inspect.DownList) {
 		tail := last.Devices[len(last.Devices)-1]
 		for _, d := range last.Devices {
 			if down[d.DeviceID].score == mass && d.Shard == tail.Shard {
@@ -267,7 +267,7 @@ func TestListDownPagesInAStableOrder(t *testing.T) {
 			add(fmt.Sprintf("new-%03d", extra), score)
 		}
 	}
-	pages := pageAll(t, store, policy, rebalance.DownQuery{Limit: 25, Chunk: 8}, now, between)
+	pages := pageAll(t, store, policy, inspect.DownQuery{Limit: 25, Chunk: 8}, now, between)
 	if !emptied {
 		t.Fatal("the mass expiry never emptied before the cursor: the test proves little")
 	}
@@ -316,14 +316,14 @@ func TestListDownNextOnlyWhenMoreFollow(t *testing.T) {
 		markDown(t, store, k%2, fmt.Sprintf("d-%02d", k), shard.Score(now.UnixMilli()-int64(k), meta))
 	}
 	for _, tc := range []struct {
-		q     rebalance.DownQuery
+		q     inspect.DownQuery
 		pages []int
 	}{
-		{rebalance.DownQuery{Limit: 30}, []int{30}},
-		{rebalance.DownQuery{Limit: 29}, []int{29, 1}},
-		{rebalance.DownQuery{Limit: 10, Class: "cam"}, []int{10}},
-		{rebalance.DownQuery{Limit: 4, Class: "cam", Chunk: 2}, []int{4, 4, 2}},
-		{rebalance.DownQuery{Limit: 1, Class: "nope"}, []int{0}},
+		{inspect.DownQuery{Limit: 30}, []int{30}},
+		{inspect.DownQuery{Limit: 29}, []int{29, 1}},
+		{inspect.DownQuery{Limit: 10, Class: "cam"}, []int{10}},
+		{inspect.DownQuery{Limit: 4, Class: "cam", Chunk: 2}, []int{4, 4, 2}},
+		{inspect.DownQuery{Limit: 1, Class: "nope"}, []int{0}},
 	} {
 		var sizes []int
 		for _, p := range pageAll(t, store, policy, tc.q, now, nil) {
@@ -333,16 +333,16 @@ func TestListDownNextOnlyWhenMoreFollow(t *testing.T) {
 			t.Errorf("%+v: pages of %v, want %v", tc.q, sizes, tc.pages)
 		}
 	}
-	for k := range rebalance.DownPageDefault + 1 - 30 {
+	for k := range inspect.DownPageDefault + 1 - 30 {
 		markDown(t, store, 0, fmt.Sprintf("more-%04d", k), shard.Score(now.UnixMilli(), 0))
 	}
-	got, err := rebalance.ListDown(ctx, store, policy, rebalance.DownQuery{}, now)
-	if err != nil || len(got.Devices) != rebalance.DownPageDefault || got.Next == "" {
-		t.Errorf("no limit: %d devices, next %q, %v; want a page of %d and a cursor", len(got.Devices), got.Next, err, rebalance.DownPageDefault)
+	got, err := inspect.ListDown(ctx, store, policy, inspect.DownQuery{}, now)
+	if err != nil || len(got.Devices) != inspect.DownPageDefault || got.Next == "" {
+		t.Errorf("no limit: %d devices, next %q, %v; want a page of %d and a cursor", len(got.Devices), got.Next, err, inspect.DownPageDefault)
 	}
 	for _, bad := range []string{"x", "bm9wZQ", "!" + got.Next, "LTE6MDoxOmE"} {
-		_, err := rebalance.ListDown(ctx, store, policy, rebalance.DownQuery{Cursor: bad}, now)
-		var ce *rebalance.CursorError
+		_, err := inspect.ListDown(ctx, store, policy, inspect.DownQuery{Cursor: bad}, now)
+		var ce *inspect.CursorError
 		if !errors.As(err, &ce) {
 			t.Errorf("cursor %q: %v, want a CursorError", bad, err)
 		}
@@ -363,7 +363,7 @@ func TestCountDownSplitsByClassUpToTheLimit(t *testing.T) {
 	markDown(t, store, 0, "d", shard.Score(ms(2*time.Hour), shard.NewMeta(77, 0))) // a class id the policy does not know
 	markDown(t, store, 1, "old", shard.Score(ms(48*time.Hour), shard.NewMeta(cam, 0)))
 
-	got, err := rebalance.CountDown(ctx, store, policy, 2, 24*time.Hour, 10, now)
+	got, err := inspect.CountDown(ctx, store, policy, 2, 24*time.Hour, 10, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,21 +374,21 @@ func TestCountDownSplitsByClassUpToTheLimit(t *testing.T) {
 		t.Errorf("%d round trips, want 2 (the total, then the split)", got.RoundTrips)
 	}
 	// Window 0: every entry the down sets hold.
-	if got, err := rebalance.CountDown(ctx, store, policy, 2, 0, 10, now); err != nil || got.Total != 5 || got.ByClass["cam"] != 3 {
+	if got, err := inspect.CountDown(ctx, store, policy, 2, 0, 10, now); err != nil || got.Total != 5 || got.ByClass["cam"] != 3 {
 		t.Errorf("window 0: %+v, %v; want all 5, 3 of class cam", got, err)
 	}
 	// Above the limit: the total alone, in one round trip.
-	got, err = rebalance.CountDown(ctx, store, policy, 2, 24*time.Hour, 3, now)
+	got, err = inspect.CountDown(ctx, store, policy, 2, 24*time.Hour, 3, now)
 	if err != nil || got.Total != 4 || got.ByClass != nil || got.RoundTrips != 1 {
 		t.Errorf("over the limit: %+v, %v; want total 4, no split, 1 round trip", got, err)
 	}
 	// Nothing down: every configured class and "no class" at 0.
-	got, err = rebalance.CountDown(ctx, store, policy, 2, time.Second, 10, now)
+	got, err = inspect.CountDown(ctx, store, policy, 2, time.Second, 10, now)
 	if want := map[string]int64{"cam": 0, "": 0}; err != nil || got.Total != 0 || fmt.Sprint(got.ByClass) != fmt.Sprint(want) {
 		t.Errorf("none down: %+v, %v; want %v", got, err, want)
 	}
 
-	st, err := rebalance.ReadStatus(ctx, store, now)
+	st, err := inspect.ReadStatus(ctx, store, now)
 	if err != nil {
 		t.Fatal(err)
 	}
