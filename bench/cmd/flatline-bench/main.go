@@ -160,7 +160,7 @@ func run() int {
 	fs.StringVar(&o.peersBin, "peers", "", "the bench/peers binary (scenario 6)")
 	fs.StringVar(&o.peersArgs, "peers-args", "", "extra arguments for the peers binary")
 	fs.StringVar(&o.micro, "micro", "", "a `go test -bench` output file to include (scenario 7)")
-	fs.Func("set", "key=value: a flatline setting for every run, over the scenario's own (repeatable; an experiment, not the issue's configuration: the output says so)", func(kv string) error {
+	fs.Func("set", "key=value: a flatline setting for every run, over the scenario's own (repeatable; an experiment, not the reference configuration: the output says so)", func(kv string) error {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return fmt.Errorf("-set %q: want key=value, e.g. scanner.batch_size=200", kv)

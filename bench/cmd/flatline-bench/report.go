@@ -20,7 +20,7 @@ type Result struct {
 	Command string       `json:"command"`
 	Machine host.Machine `json:"machine"`
 	Scale   string       `json:"scale"`
-	// Set holds the -set settings of an experiment (none: the issue's
+	// Set holds the -set settings of an experiment (none: the reference
 	// configuration).
 	Set             map[string]string `json:"set,omitempty"`
 	Settings        map[string]string `json:"settings"`
