@@ -216,3 +216,27 @@ func (s *Store) Sizes(ctx context.Context, n int) ([]int64, error) {
 	}
 	return out, nil
 }
+
+// SizesAndDue returns, for shards 0..n-1, how many members each holds and
+// how many of them are due by dueByMs (a deadline at or before it, whatever
+// the score's meta), in one round trip of ZCARD and ZCOUNT: /metrics reads
+// the backlog of every shard at each scrape.
+func (s *Store) SizesAndDue(ctx context.Context, n int, dueByMs int64) (sizes, due []int64, err error) {
+	max := strconv.FormatFloat(MaxScore(dueByMs), 'f', -1, 64)
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < n; i++ {
+			p.ZCard(ctx, s.keys.Deadlines(i))
+			p.ZCount(ctx, s.keys.Deadlines(i), "-inf", max)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read shard sizes: %w", err)
+	}
+	sizes, due = make([]int64, n), make([]int64, n)
+	for i := 0; i < n; i++ {
+		sizes[i] = cmds[2*i].(*redis.IntCmd).Val()
+		due[i] = cmds[2*i+1].(*redis.IntCmd).Val()
+	}
+	return sizes, due, nil
+}

@@ -2,11 +2,7 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/metrics"
@@ -33,23 +29,9 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	}
 	now := time.Now()
 	n := l.Shards()
-	keys := a.Store.Keys()
-	due := strconv.FormatFloat(shard.MaxScore(now.UnixMilli()), 'f', -1, 64)
-	c := metrics.Cluster{LayoutCount: l.Count, LayoutPrevious: l.Previous, Now: now,
-		Sizes: make([]int64, n), Due: make([]int64, n)}
-	cmds, err := a.Store.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := 0; i < n; i++ {
-			p.ZCard(ctx, keys.Deadlines(i))
-			p.ZCount(ctx, keys.Deadlines(i), "-inf", due)
-		}
-		return nil
-	})
-	if err != nil {
-		return metrics.Cluster{}, fmt.Errorf("read shard sizes: %w", err)
-	}
-	for i := 0; i < n; i++ {
-		c.Sizes[i] = cmds[2*i].(*redis.IntCmd).Val()
-		c.Due[i] = cmds[2*i+1].(*redis.IntCmd).Val()
+	c := metrics.Cluster{LayoutCount: l.Count, LayoutPrevious: l.Previous, Now: now}
+	if c.Sizes, c.Due, err = a.Store.SizesAndDue(ctx, n, now.UnixMilli()); err != nil {
+		return metrics.Cluster{}, err
 	}
 	gs, err := a.Store.ReadGate(ctx)
 	if err != nil {
