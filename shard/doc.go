@@ -18,5 +18,7 @@
 // scripts and the pipeline helpers they share.
 //
 // shard imports no other stage: ingest writes through it, scanner reads and
-// acknowledges through it, rebalance owns the layout it stores.
+// acknowledges through it, rebalance owns the layout it stores, inspect
+// reads it for operators and /metrics. No other package sends Redis a
+// command about these keys: a new read is a new Store method here.
 package shard

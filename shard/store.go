@@ -60,7 +60,9 @@ func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
 	return &Store{rdb: rdb, keys: keys}
 }
 
-// Client is the underlying Redis client.
+// Client is the underlying Redis client, for tests that set up or look at
+// state no method reads. Everything else reads and writes through the
+// store's methods, so this package alone knows how each key is kept.
 func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
 // Keys is the key builder.

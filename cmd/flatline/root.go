@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/configs"
@@ -76,7 +75,22 @@ func (r *rootOptions) readDevices(ctx context.Context) (*configs.Config, *shard.
 	return cfg, store, policy, closeStore, nil
 }
 
-func (r *rootOptions) open(ctx context.Context, connect func(context.Context, redisconn.Config) (redis.UniversalClient, *shard.Store, error)) (*configs.Config, *shard.Store, func(), error) {
+func (r *rootOptions) open(ctx context.Context, connect connectFunc) (*configs.Config, *shard.Store, func(), error) {
+	cfg, rdb, store, err := r.dial(ctx, connect)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, store, func() { _ = rdb.Close() }, nil
+}
+
+// connectFunc opens the Redis client and the store on it: app.Connect or
+// app.ConnectReader.
+type connectFunc func(context.Context, redisconn.Config) (redisconn.Client, *shard.Store, error)
+
+// dial is open for a command that also describes the Redis deployment
+// (redisconn.ReadStatus asks the client itself, not the store); the
+// command closes the client.
+func (r *rootOptions) dial(ctx context.Context, connect connectFunc) (*configs.Config, redisconn.Client, *shard.Store, error) {
 	cfg, err := r.load(nil)
 	if err != nil {
 		return nil, nil, nil, err
@@ -85,7 +99,7 @@ func (r *rootOptions) open(ctx context.Context, connect func(context.Context, re
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return cfg, store, func() { _ = rdb.Close() }, nil
+	return cfg, rdb, store, nil
 }
 
 func (r *rootOptions) logger(cfg *configs.Config) *slog.Logger {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/inspect"
+	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 )
@@ -50,17 +51,19 @@ func newStatusCmd(r *rootOptions) *cobra.Command {
 }
 
 func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) error {
-	cfg, store, closeStore, err := r.connectReader(ctx)
+	// A read command, so connected as connectReader does; the client is
+	// kept for the deployment's description.
+	cfg, rdb, store, err := r.dial(ctx, app.ConnectReader)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer func() { _ = rdb.Close() }()
 	now := time.Now()
 	st, err := inspect.ReadStatus(ctx, store, now)
 	if err != nil {
 		return err
 	}
-	rs := redisconn.ReadStatus(ctx, store.Client(), cfg.Redis)
+	rs := redisconn.ReadStatus(ctx, rdb, cfg.Redis)
 	st.Redis = &rs
 	if err := st.ReadDown(ctx, store, cfg.Dispatch.RecoveryWindow, now); err != nil {
 		return err

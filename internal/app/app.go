@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/configs"
@@ -16,6 +15,7 @@ import (
 	"github.com/flatline-dev/flatline/ingest"
 	"github.com/flatline-dev/flatline/internal/httpapi"
 	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
@@ -41,7 +41,10 @@ type App struct {
 	// policy names the classes in scores (the registry as of start-up).
 	policy *timeouts.Policy
 
-	rdb redis.UniversalClient
+	// rdb is the client under Store, held to be closed in the stop order
+	// and to describe the deployment (redisconn.ReadStatus); every read
+	// and write of flatline's keys goes through Store.
+	rdb redisconn.Client
 	// kafka asks the brokers the instance's own questions (start-up
 	// checks, /readyz): one client for the life of the process.
 	kafka     *kafka.Client

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/configs"
@@ -25,7 +24,7 @@ const connectTimeout = 5 * time.Second
 
 // Connect opens the Redis client, checks it answers and loads the scripts.
 // serve and the commands that write (shards scale) connect this way.
-func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *shard.Store, error) {
+func Connect(ctx context.Context, rc redisconn.Config) (redisconn.Client, *shard.Store, error) {
 	rdb, store, err := ConnectReader(ctx, rc)
 	if err != nil {
 		return nil, nil, err
@@ -42,7 +41,7 @@ func Connect(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *
 // ConnectReader opens the Redis client and checks it answers, loading no
 // scripts: the read commands of cmd/flatline (device get, shards status)
 // send Redis nothing that changes it, not even its script cache.
-func ConnectReader(ctx context.Context, rc redisconn.Config) (redis.UniversalClient, *shard.Store, error) {
+func ConnectReader(ctx context.Context, rc redisconn.Config) (redisconn.Client, *shard.Store, error) {
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	rdb, err := redisconn.New(pctx, rc)
@@ -66,7 +65,7 @@ func ConnectReader(ctx context.Context, rc redisconn.Config) (redis.UniversalCli
 // and flatline's only such keys are the scanner leases, whose loss costs
 // at most a takeover. When the facts cannot be read (INFO denied) it
 // warns and goes on, as the server's own refusals will then show.
-func checkRedisAtStart(ctx context.Context, rdb redis.UniversalClient, rc redisconn.Config, log *slog.Logger) error {
+func checkRedisAtStart(ctx context.Context, rdb redisconn.Client, rc redisconn.Config, log *slog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	masters, err := redisconn.Inspect(cctx, rdb, rc)

@@ -65,7 +65,7 @@ type Status struct {
 // Inspect reads every master's maxmemory-policy, persistence and connected
 // replicas: the masters of a cluster, the Sentinel set's current master,
 // or the one server. It only reads (CONFIG GET, INFO).
-func Inspect(ctx context.Context, rdb redis.UniversalClient, c Config) ([]Master, error) {
+func Inspect(ctx context.Context, rdb Client, c Config) ([]Master, error) {
 	if cc, ok := rdb.(*redis.ClusterClient); ok {
 		var (
 			mu  sync.Mutex
@@ -171,7 +171,7 @@ func Evicts(policy string) bool { return strings.HasPrefix(policy, "allkeys-") }
 
 // ReadStatus is the /status object of the deployment rdb was built for
 // from c; when the masters cannot be read it carries the mode and the error.
-func ReadStatus(ctx context.Context, rdb redis.UniversalClient, c Config) Status {
+func ReadStatus(ctx context.Context, rdb Client, c Config) Status {
 	masters, err := Inspect(ctx, rdb, c)
 	if err != nil {
 		return Status{Mode: ModeOf(rdb, c), Error: err.Error()}

@@ -180,13 +180,20 @@ func (c Config) readTimeout() time.Duration {
 	return 5*time.Second + c.WaitTimeout
 }
 
+// Client is the client New builds. Outside shard and this package it is
+// held only to build the store on (shard.NewStore), to ask this package
+// about the deployment (Inspect, ReadStatus, ModeOf) and to be closed by
+// its owner: flatline's keys are read and written through shard.Store
+// alone, so that one package knows how each is kept.
+type Client = redis.UniversalClient
+
 // New builds the client for c's mode: a ClusterClient for a cluster, a
 // failover Client for sentinel, a Client for a standalone server. In auto
 // mode with one address it first asks that server, within ctx, whether
 // cluster mode is enabled; the other modes send nothing before the first
 // command. Errors are one line naming the address. ModeOf tells which mode
 // a client was built for.
-func New(ctx context.Context, c Config) (redis.UniversalClient, error) {
+func New(ctx context.Context, c Config) (Client, error) {
 	silence.Do(func() { redis.SetLogger(quiet{}) })
 	c, err := c.passwords()
 	if err != nil {
@@ -228,7 +235,7 @@ func New(ctx context.Context, c Config) (redis.UniversalClient, error) {
 
 // ModeOf is the mode New built rdb for, from c: cluster, sentinel or
 // standalone (never auto).
-func ModeOf(rdb redis.UniversalClient, c Config) string {
+func ModeOf(rdb Client, c Config) string {
 	switch {
 	case isCluster(rdb):
 		return ModeCluster
