@@ -9,16 +9,20 @@
 //     its own connection, read_committed (internal/kfetch: no transaction
 //     marker, no record of an aborted transaction), and hands them on a
 //     chunk at a time; an offset out of range moves by kafka.start_offset;
-//   - the batcher (batch.go) gathers chunks into batches and prepares each
-//     (process.go): a goroutine per batch decodes the records (decode.go,
-//     with jsonscan.go and rfc3339.go; invalid ones go to the dead-letter
-//     topic) and keeps the newest heartbeat per device, several batches
-//     side by side; then, one batch after the other in the batcher's order,
-//     its sequencer drops the writes ingest.coalesce_window says are
-//     already covered (coalesce.go) and hands the batch on;
+//   - the batcher (batch.go) gathers chunks into batches and hands each to
+//     a processor (process.go), which prepares it (prepare.go): a goroutine
+//     per batch decodes the records (decode.go, with jsonscan.go and
+//     rfc3339.go; invalid ones are kept for the dead-letter topic,
+//     deadletter.go) and keeps the newest heartbeat per device, several
+//     batches side by side; then, one batch after the other in the
+//     batcher's order, its sequencer drops the writes
+//     ingest.coalesce_window says are already covered (coalesce.go) and
+//     hands the batch on;
 //   - the writer (write.go) sends each batch, grouped by shard under one
-//     layout snapshot, in one pipelined round trip, with two batches in
-//     Redis at once when their writes commute;
+//     layout snapshot (route.go), in one pipelined round trip, with two
+//     batches in Redis at once when their writes commute; after each write,
+//     in batch order, its processor sends the dead letters and the
+//     recovered events (process.go);
 //   - the raise loop (watermark.go) and the commit loop (commit.go) take the
 //     newest watermarks and offsets of written batches (pendingmax.go);
 //   - the prober (probe.go) asks Kafka for the high-water marks of the owned

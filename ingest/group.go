@@ -76,29 +76,6 @@ func heartbeatInterval(session time.Duration) time.Duration {
 	return min(session/6, 250*time.Millisecond)
 }
 
-// sizeDeadLetters fits the dead-letter writer to the dead-letter topic's
-// max.message.bytes: a request over it is refused on every retry, and the
-// batch that holds it would hold its partitions with it. Each request stays
-// under the limit, and each dead letter's key and value are cut to fit
-// (dlqRoom) — its headers say where the original is.
-func (in *Ingest) sizeDeadLetters(ctx context.Context) {
-	if in.dlq == nil {
-		return
-	}
-	limit := kafkaconn.DefaultMaxMessageBytes
-	if client, err := in.client(); err == nil {
-		limit = kafkaconn.MaxMessageBytes(ctx, client, in.opts.Kafka.DeadLetterTopic)
-		kafkaconn.CloseClient(client)
-	}
-	in.dlq.BatchBytes = int64(limit - 100) // the batch header is not counted by kafka-go
-	in.dlqRoom = max(limit-deadLetterOverhead, 64)
-}
-
-// deadLetterOverhead is what a dead letter adds to its key and value in a
-// batch of its own: the batch header and record framing (~100 bytes) and
-// the two headers, flatline-source naming the topic.
-const deadLetterOverhead = 512
-
 // groupRetry is the wait after the consumer group failed to start a
 // generation.
 const groupRetry = 500 * time.Millisecond

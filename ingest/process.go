@@ -1,17 +1,12 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
 
-	"github.com/flatline-dev/flatline/internal/kafkaconn"
-	"github.com/flatline-dev/flatline/internal/kfetch"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
@@ -44,19 +39,6 @@ type processor struct {
 	// (see decodeAsync), and decoded says when it is done.
 	job     batch
 	decoded chan struct{}
-}
-
-// entry is the newest state of one device within a batch.
-type entry struct {
-	id       string
-	tomb     bool
-	score    float64
-	override int64
-	atMs     int64
-	beats    int // the batch's records of the device this entry stands for
-	// reregister: a heartbeat after a tombstone of the same batch; the
-	// device's old state goes before the new deadline is written.
-	reregister bool
 }
 
 // newProcessors returns the n processors of one consumer-group generation:
@@ -94,181 +76,10 @@ func (p *processor) reset() {
 	clear(p.resets)
 }
 
-// prepare decodes the chunks' records in the order the batcher chose
-// (order names each record's chunk; see batch), keeps the newest state per
-// device and collects the invalid ones, ready for write: devices are written
-// in the order they were read. The chunks may be reused once it returns.
-func (p *processor) prepare(chunks []chunk, order []uint16) {
-	p.decode(chunks, order)
-	p.coalesce()
-}
-
-// decodeAsync decodes batch b (see decode) on a goroutine of its own, which
-// then lets go of b's chunks and signals p.decoded. b is copied: the
-// batcher reuses it at once.
-func (p *processor) decodeAsync(b *batch) {
-	p.job.chunks = append(p.job.chunks[:0], b.chunks...)
-	p.job.order = append(p.job.order[:0], b.order...)
-	go func() {
-		p.decode(p.job.chunks, p.job.order)
-		for _, c := range p.job.chunks {
-			c.slab.release()
-		}
-		p.job.reuse()
-		p.decoded <- struct{}{}
-	}()
-}
-
-// decode is prepare's first part, which batches may run side by side: it
-// decodes the chunks' records and keeps each device's newest state.
-func (p *processor) decode(chunks []chunk, order []uint16) {
-	p.reset()
-	read := p.read[:0]
-	for range chunks {
-		read = append(read, 0)
-	}
-	p.read = read
-	for _, k := range order {
-		c := &chunks[k]
-		msg := &c.msgs[read[k]]
-		read[k]++
-		// A producer's clock ahead of the fetch never raises the
-		// watermark past the fetch's send (SPEC §7 "Time").
-		if ts := min(msg.Time.UnixMilli(), c.sentMs); ts > p.wms[c.partition] {
-			p.wms[c.partition] = ts
-		}
-		p.prepareOne(c.partition, msg)
-	}
-	for _, c := range chunks {
-		// A partition's chunks come in offset order: the last one's next
-		// is past everything the batch read of it, skipped offsets too.
-		p.offsets[c.partition] = c.next
-		if c.reset != 0 {
-			p.resets[c.partition] = c.reset
-		}
-	}
-	p.in.opts.Metrics.HeartbeatsConsumed.Add(float64(len(order)))
-}
-
-// coalesce is prepare's second part, run for the batches in their order:
-// it drops the entries the coalescing memory says are written already.
-func (p *processor) coalesce() {
-	if p.co != nil {
-		// Each device's newest state, checked against what is already
-		// written: a covered one needs no write.
-		var skipped int
-		p.entries, skipped = p.co.filter(p.entries)
-		if skipped > 0 {
-			p.in.opts.Metrics.Coalesced.Add(float64(skipped))
-		}
-	}
-}
-
-// prepareOne decodes one record of partition into the batch.
-func (p *processor) prepareOne(partition int, msg *kfetch.Record) {
-	in := p.in
-	m := in.opts.Metrics
-	reason, ok := in.dec.Decode(msg.Key, msg.Value, msg.Time, &p.hb)
-	if !ok {
-		m.Invalid.WithLabelValues(string(reason)).Inc()
-		p.deadLetter(partition, msg, reason)
-		return
-	}
-	p.countFallbacks()
-	hb := &p.hb
-	if hb.Tombstone {
-		m.Tombstones.Inc()
-		p.put(entry{id: hb.DeviceID, tomb: true})
-		return
-	}
-	classID := 0
-	if hb.Class != "" {
-		if c, ok := in.opts.Policy.ByName(hb.Class); ok {
-			classID = c.ID
-		}
-	}
-	var flags shard.Meta
-	var override int64
-	if hb.Override {
-		flags |= shard.FlagOverride
-		override = hb.Timeout.Milliseconds()
-	}
-	deadline := hb.AtMs + hb.Timeout.Milliseconds()
-	if p.co != nil {
-		// Padded by the window; prepare drops it if already covered.
-		flags |= shard.FlagPadded
-		deadline += p.co.window
-	}
-	p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
-}
-
-// ordered reports whether the batch must reach Redis after the batch before
-// it and before the batch after it: its tombstones and override timeouts
-// are not commutative (a ZADD GT is: the later deadline wins whichever
-// write lands first).
-func (p *processor) ordered() bool {
-	for k := range p.entries {
-		if e := &p.entries[k]; e.tomb || e.reregister || e.override > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// writeRedis writes the batch's deadlines, retrying until it is written or
-// ctx ends. The recoveries it found wait in p.back for finish.
-func (p *processor) writeRedis(ctx context.Context) error {
-	in := p.in
-	m := in.opts.Metrics
-	// Route the whole batch by one layout, taken again at every attempt so a
-	// batch retried across a layout change never writes by a stale one.
-	writes := 0
-	var back []shard.Recovered
-	err := p.retryWrite(ctx, "redis", func() error {
-		writes = p.route(in.opts.Layout.Current())
-		got, err := in.opts.Store.WriteAfter(ctx, &p.batch, p.settleAfter)
-		// An attempt that fails after it settled recoveries (the replicas
-		// did not confirm it: redis.wait_replicas) took their down entries
-		// away, so the next attempt does not find them again: they are
-		// kept from the attempt that found them.
-		back = appendRecovered(back, got)
-		return err
-	})
-	p.back = back
-	if err != nil {
-		return err
-	}
-	if writes > 0 {
-		m.RedisWrites.Add(float64(writes))
-		m.RedisBatches.Inc()
-	}
-	return nil
-}
-
-// appendRecovered appends to back the recoveries of got whose device it
-// does not hold yet: an attempt after a failover may find a recovery again
-// that an earlier attempt settled on the master that went away.
-func appendRecovered(back, got []shard.Recovered) []shard.Recovered {
-	if len(back) == 0 || len(got) == 0 {
-		return append(back, got...) // every attempt but a retried one
-	}
-	have := make(map[string]bool, len(back))
-	for _, r := range back {
-		have[r.ID] = true
-	}
-	for _, r := range got {
-		if !have[r.ID] {
-			back = append(back, r)
-		}
-	}
-	return back
-}
-
 // finish does what follows a batch's write, in batch order: the coalescing
 // memory, the dead-letter topic and the recovered events.
 func (p *processor) finish(ctx context.Context) error {
 	in := p.in
-	m := in.opts.Metrics
 	back := p.back
 	p.back = nil
 	if p.co != nil {
@@ -285,11 +96,8 @@ func (p *processor) finish(ctx context.Context) error {
 			p.co.record(e.id, d, meta, e.override)
 		}
 	}
-	if len(p.dead) > 0 && in.dlq != nil {
-		if err := p.retryWrite(ctx, "dead-letter topic", func() error { return in.dlq.WriteMessages(ctx, p.dead...) }); err != nil {
-			return err
-		}
-		m.DeadLettered.Add(float64(len(p.dead)))
+	if err := p.sendDeadLetters(ctx); err != nil {
+		return err
 	}
 	if len(back) > 0 && in.opts.Recovery != nil {
 		// Coalescing may have dropped entries: index them afresh.
@@ -316,113 +124,6 @@ func (p *processor) finish(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// route fills p.batch from the batch's entries under layout l and returns
-// the number of deadline writes.
-func (p *processor) route(l shard.Layout) int {
-	b := &p.batch
-	b.Reset(l.Shards())
-	writes := 0
-	for k := range p.entries {
-		e := &p.entries[k]
-		h := shard.Hash(e.id)
-		i := l.ShardOf(h)
-		if e.tomb {
-			b.Forget(i, e.id)
-			if prev, moved := l.PreviousOf(h); moved {
-				b.Forget(prev, e.id)
-			}
-			continue
-		}
-		prev, moved := l.PreviousOf(h)
-		switch {
-		case e.reregister:
-			b.Reregister(i, e.id, e.score, e.override)
-			if moved {
-				b.Forget(prev, e.id)
-			}
-		case moved:
-			b.AddMoved(i, prev, e.id, e.score, e.override)
-		default:
-			b.Add(i, e.id, e.score, e.override)
-		}
-		writes++
-	}
-	return writes
-}
-
-// put keeps the newest state of a device: a later tombstone deregisters, a
-// later heartbeat re-registers, and among heartbeats the latest deadline wins.
-func (p *processor) put(e entry) {
-	e.beats = 1
-	k, ok := p.latest[e.id]
-	if !ok {
-		p.latest[e.id] = len(p.entries)
-		p.entries = append(p.entries, e)
-		return
-	}
-	cur := &p.entries[k]
-	e.beats += cur.beats
-	switch {
-	case e.tomb:
-		*cur = e
-	case cur.tomb:
-		e.reregister = true
-		*cur = e
-	case e.score > cur.score:
-		e.reregister = cur.reregister
-		*cur = e
-	default:
-		cur.beats = e.beats
-	}
-}
-
-func (p *processor) countFallbacks() {
-	m := p.in.opts.Metrics
-	if p.hb.SkewCorrected {
-		m.Fallbacks.WithLabelValues("skew_corrected").Inc()
-	}
-	if p.hb.TimeoutOutOfRange {
-		m.Fallbacks.WithLabelValues("timeout_out_of_range").Inc()
-	}
-	if p.hb.UnknownClass {
-		m.Fallbacks.WithLabelValues("unknown_class").Inc()
-	}
-}
-
-// deadLetter copies an invalid message for the dead-letter topic.
-func (p *processor) deadLetter(partition int, msg *kfetch.Record, reason Reason) {
-	in := p.in
-	source := in.opts.Kafka.SignalsTopic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(msg.Offset, 10)
-	if ok, suppressed := p.limiter.Allow(in.opts.Now()); ok {
-		in.opts.Log.Warn("invalid heartbeat dead-lettered", "reason", string(reason), "source", source, "suppressed", suppressed)
-	}
-	if in.dlq == nil {
-		return
-	}
-	// Cut to fit the topic (a key at most a quarter of the room): a dead
-	// letter the broker refuses would hold the partition for good.
-	key, val := msg.Key, msg.Value
-	room := in.dlqRoom
-	if room == 0 {
-		room = kafkaconn.DefaultMaxMessageBytes - deadLetterOverhead
-	}
-	if len(key) > room/4 {
-		key = key[:room/4]
-	}
-	if n := min(in.cfg.MaxValueBytes, room-len(key)); len(val) > n {
-		val = val[:n]
-	}
-	p.dead = append(p.dead, kafka.Message{
-		// Copied: the record's slab goes back to its pool once the batch
-		// is prepared, before the dead letters are written.
-		Key: bytes.Clone(key), Value: bytes.Clone(val),
-		Headers: []protocol.Header{
-			{Key: "flatline-reason", Value: []byte(reason)},
-			{Key: "flatline-source", Value: []byte(source)},
-		},
-	})
 }
 
 // retryWrite runs the write fn until it succeeds or ctx ends, with backoff;

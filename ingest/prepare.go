@@ -1,0 +1,166 @@
+package ingest
+
+import (
+	"github.com/flatline-dev/flatline/internal/kfetch"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// entry is the newest state of one device within a batch.
+type entry struct {
+	id       string
+	tomb     bool
+	score    float64
+	override int64
+	atMs     int64
+	beats    int // the batch's records of the device this entry stands for
+	// reregister: a heartbeat after a tombstone of the same batch; the
+	// device's old state goes before the new deadline is written.
+	reregister bool
+}
+
+// prepare decodes the chunks' records in the order the batcher chose
+// (order names each record's chunk; see batch), keeps the newest state per
+// device and collects the invalid ones, ready for write: devices are written
+// in the order they were read. The chunks may be reused once it returns.
+func (p *processor) prepare(chunks []chunk, order []uint16) {
+	p.decode(chunks, order)
+	p.coalesce()
+}
+
+// decodeAsync decodes batch b (see decode) on a goroutine of its own, which
+// then lets go of b's chunks and signals p.decoded. b is copied: the
+// batcher reuses it at once.
+func (p *processor) decodeAsync(b *batch) {
+	p.job.chunks = append(p.job.chunks[:0], b.chunks...)
+	p.job.order = append(p.job.order[:0], b.order...)
+	go func() {
+		p.decode(p.job.chunks, p.job.order)
+		for _, c := range p.job.chunks {
+			c.slab.release()
+		}
+		p.job.reuse()
+		p.decoded <- struct{}{}
+	}()
+}
+
+// decode is prepare's first part, which batches may run side by side: it
+// decodes the chunks' records and keeps each device's newest state.
+func (p *processor) decode(chunks []chunk, order []uint16) {
+	p.reset()
+	read := p.read[:0]
+	for range chunks {
+		read = append(read, 0)
+	}
+	p.read = read
+	for _, k := range order {
+		c := &chunks[k]
+		msg := &c.msgs[read[k]]
+		read[k]++
+		// A producer's clock ahead of the fetch never raises the
+		// watermark past the fetch's send (SPEC §7 "Time").
+		if ts := min(msg.Time.UnixMilli(), c.sentMs); ts > p.wms[c.partition] {
+			p.wms[c.partition] = ts
+		}
+		p.prepareOne(c.partition, msg)
+	}
+	for _, c := range chunks {
+		// A partition's chunks come in offset order: the last one's next
+		// is past everything the batch read of it, skipped offsets too.
+		p.offsets[c.partition] = c.next
+		if c.reset != 0 {
+			p.resets[c.partition] = c.reset
+		}
+	}
+	p.in.opts.Metrics.HeartbeatsConsumed.Add(float64(len(order)))
+}
+
+// coalesce is prepare's second part, run for the batches in their order:
+// it drops the entries the coalescing memory says are written already.
+func (p *processor) coalesce() {
+	if p.co != nil {
+		// Each device's newest state, checked against what is already
+		// written: a covered one needs no write.
+		var skipped int
+		p.entries, skipped = p.co.filter(p.entries)
+		if skipped > 0 {
+			p.in.opts.Metrics.Coalesced.Add(float64(skipped))
+		}
+	}
+}
+
+// prepareOne decodes one record of partition into the batch.
+func (p *processor) prepareOne(partition int, msg *kfetch.Record) {
+	in := p.in
+	m := in.opts.Metrics
+	reason, ok := in.dec.Decode(msg.Key, msg.Value, msg.Time, &p.hb)
+	if !ok {
+		m.Invalid.WithLabelValues(string(reason)).Inc()
+		p.deadLetter(partition, msg, reason)
+		return
+	}
+	p.countFallbacks()
+	hb := &p.hb
+	if hb.Tombstone {
+		m.Tombstones.Inc()
+		p.put(entry{id: hb.DeviceID, tomb: true})
+		return
+	}
+	classID := 0
+	if hb.Class != "" {
+		if c, ok := in.opts.Policy.ByName(hb.Class); ok {
+			classID = c.ID
+		}
+	}
+	var flags shard.Meta
+	var override int64
+	if hb.Override {
+		flags |= shard.FlagOverride
+		override = hb.Timeout.Milliseconds()
+	}
+	deadline := hb.AtMs + hb.Timeout.Milliseconds()
+	if p.co != nil {
+		// Padded by the window; prepare drops it if already covered.
+		flags |= shard.FlagPadded
+		deadline += p.co.window
+	}
+	p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
+}
+
+// put keeps the newest state of a device: a later tombstone deregisters, a
+// later heartbeat re-registers, and among heartbeats the latest deadline wins.
+func (p *processor) put(e entry) {
+	e.beats = 1
+	k, ok := p.latest[e.id]
+	if !ok {
+		p.latest[e.id] = len(p.entries)
+		p.entries = append(p.entries, e)
+		return
+	}
+	cur := &p.entries[k]
+	e.beats += cur.beats
+	switch {
+	case e.tomb:
+		*cur = e
+	case cur.tomb:
+		e.reregister = true
+		*cur = e
+	case e.score > cur.score:
+		e.reregister = cur.reregister
+		*cur = e
+	default:
+		cur.beats = e.beats
+	}
+}
+
+func (p *processor) countFallbacks() {
+	m := p.in.opts.Metrics
+	if p.hb.SkewCorrected {
+		m.Fallbacks.WithLabelValues("skew_corrected").Inc()
+	}
+	if p.hb.TimeoutOutOfRange {
+		m.Fallbacks.WithLabelValues("timeout_out_of_range").Inc()
+	}
+	if p.hb.UnknownClass {
+		m.Fallbacks.WithLabelValues("unknown_class").Inc()
+	}
+}
