@@ -89,7 +89,9 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 	// started: then no write to a previous shard can land behind it.
 	acked := s.allRouteBy(ctx, l)
 	var found, moved, total int64
-	for i := 0; i < l.Shards(); i++ {
+	var reported time.Time
+	from, to := sweptShards(l)
+	for i := from; i < to; i++ {
 		var cursor uint64
 		for {
 			if s.watcher.Current().Epoch != l.Epoch {
@@ -118,11 +120,15 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 				moved += int64(n)
 			}
 			// Until the pass is through, what the last pass (or the first
-			// estimate) found, less what this pass moved.
-			left := max(prog.Misplaced-moved, found-moved, 0)
-			_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: left, Moved: prog.Moved + moved, Total: total, UpdatedMs: s.now().UnixMilli()})
-			if s.metrics != nil {
-				s.metrics.Misplaced.Set(float64(left))
+			// estimate) found, less what this pass moved; written a few
+			// times a second, not once a shard (4,096 of them).
+			if now := s.now(); now.Sub(reported) >= progressEvery {
+				reported = now
+				left := max(prog.Misplaced-moved, found-moved, 0)
+				_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: left, Moved: prog.Moved + moved, Total: total, UpdatedMs: now.UnixMilli()})
+				if s.metrics != nil {
+					s.metrics.Misplaced.Set(float64(left))
+				}
 			}
 			if next == 0 {
 				break
@@ -161,6 +167,23 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 	return nil
 }
 
+// progressEvery is how often a pass writes its progress.
+const progressEvery = 250 * time.Millisecond
+
+// sweptShards are the shards a pass of migration l walks: the only ones a
+// misplaced member can be in. A doubling moves a device at most from shard
+// i to i+previous, so only the previous shards hold misplaced members; a
+// halving empties the shards past the new count. Each member, and each
+// down entry, is written to its new shard by every write and every timeout
+// from the migration's start, so the other shards only ever hold members
+// that are home.
+func sweptShards(l shard.Layout) (from, to int) {
+	if l.Count > l.Previous {
+		return 0, l.Previous
+	}
+	return l.Count, l.Previous
+}
+
 // moveDowns moves the down entries of devices whose shard changed into
 // their new shard's down set, so that once the migration is finalized a
 // device that timed out in its old shard is still found there: its return
@@ -168,7 +191,8 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 // misplaced entries it found.
 func (s *Sweeper) moveDowns(ctx context.Context, l shard.Layout) (int, error) {
 	found := 0
-	for i := 0; i < l.Shards(); i++ {
+	from, to := sweptShards(l)
+	for i := from; i < to; i++ {
 		var cursor uint64
 		for {
 			if s.watcher.Current().Epoch != l.Epoch {
