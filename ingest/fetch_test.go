@@ -86,7 +86,7 @@ func TestCommittedOffsetLostToRetentionSkipsAhead(t *testing.T) {
 	r.waitCommitted(t, r.endOffsets(t))
 	r.stop()
 	r.produce(t, beatsAt("gone", 40, time.Now())...)
-	deleteRecords(t, r.kafka.Brokers(), r.endOffsets(t))
+	testenv.DeleteRecords(t, r.kafka.Brokers(), signals, r.endOffsets(t))
 	r.produce(t, beatsAt("c", 40, time.Now())...)
 
 	r.start(t, ingest.DefaultConfig())
@@ -97,29 +97,6 @@ func TestCommittedOffsetLostToRetentionSkipsAhead(t *testing.T) {
 		}
 		if id := fmt.Sprintf("gone-%02d", k); r.tracked(t, id) {
 			t.Errorf("%s was deleted before it was read, yet tracked", id)
-		}
-	}
-}
-
-// deleteRecords moves the log start of every signals partition to offsets.
-func deleteRecords(t *testing.T, brokers []string, offsets map[int]int64) {
-	t.Helper()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = signals
-	for p, off := range offsets {
-		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-		rp.Partition, rp.Offset = int32(p), off
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp := testenv.KafkaRequest(t, "delete records", brokers, req).(*kmsg.DeleteRecordsResponse)
-	for _, tp := range resp.Topics {
-		for _, p := range tp.Partitions {
-			if p.ErrorCode != 0 || p.LowWatermark != offsets[int(p.Partition)] {
-				t.Fatalf("delete records of partition %d: error %d, log start %d, want %d", p.Partition, p.ErrorCode, p.LowWatermark, offsets[int(p.Partition)])
-			}
 		}
 	}
 }

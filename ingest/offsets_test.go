@@ -127,7 +127,7 @@ func TestCommittedOffsetOutOfRangeResetsByStartOffset(t *testing.T) {
 			} else {
 				r.produce(t, beatsAt("gone", 40, time.Now())...)
 				commitOffsets(t, r.kafka.Brokers(), r.kcfg.GroupID, 1)
-				deleteRecords(t, r.kafka.Brokers(), r.endOffsets(t))
+				testenv.DeleteRecords(t, r.kafka.Brokers(), signals, r.endOffsets(t))
 				r.produce(t, beatsAt("held", 40, time.Now())...)
 			}
 			r.kcfg.StartOffset = tc.policy

@@ -197,40 +197,6 @@ func (r *rig) batchAttrs(t *testing.T, topic string) []protocol.Attributes {
 	return out
 }
 
-// kreq sends a kmsg request with a fresh kgo client.
-func (r *rig) kreq(t *testing.T, req kmsg.Request) kmsg.Response {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cl.Request(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
-
-// deleteRecords moves the log start of partition 0 of topic to offset.
-func (r *rig) deleteRecords(t *testing.T, topic string, offset int64) {
-	t.Helper()
-	req := kmsg.NewPtrDeleteRecordsRequest()
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewDeleteRecordsRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
-	rp.Partition, rp.Offset = 0, offset
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp := r.kreq(t, req).(*kmsg.DeleteRecordsResponse)
-	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LowWatermark != offset {
-		t.Fatalf("delete records: error %d, log start %d, want %d", p.ErrorCode, p.LowWatermark, offset)
-	}
-}
-
 // createTopic creates a single-partition topic with configs.
 func (r *rig) createTopic(t *testing.T, topic string, configs map[string]string) {
 	t.Helper()
@@ -244,7 +210,7 @@ func (r *rig) createTopic(t *testing.T, topic string, configs map[string]string)
 		rt.Configs = append(rt.Configs, c)
 	}
 	req.Topics = append(req.Topics, rt)
-	resp := r.kreq(t, req).(*kmsg.CreateTopicsResponse)
+	resp := testenv.KafkaRequest(t, "create topic "+topic, r.brokers(), req).(*kmsg.CreateTopicsResponse)
 	if e := resp.Topics[0].ErrorCode; e != 0 {
 		t.Fatalf("create topic %s: error %d", topic, e)
 	}

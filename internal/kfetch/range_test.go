@@ -12,6 +12,8 @@ import (
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/fetch"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // A fetch below the log start (retention deleted the records) or past the
@@ -24,7 +26,7 @@ func TestOutOfRangeOffsetReturnsTheBoundsToResetTo(t *testing.T) {
 	const topic = "signals"
 	r := newRig(t, topic)
 	produce(t, r.producer(t, topic), values("0", "1", "2", "3", "4", "5", "6", "7", "8", "9")...)
-	r.deleteRecords(t, topic, 4)
+	testenv.DeleteRecords(t, r.brokers(), topic, map[int]int64{0: 4})
 
 	conn := r.paths(t, DefaultConfig())["Conn"]
 	for _, tc := range []struct {
@@ -92,7 +94,7 @@ func TestConnAsksForTheLogBounds(t *testing.T) {
 	const topic = "signals"
 	r := newRig(t, topic)
 	produce(t, r.producer(t, topic), values("0", "1", "2", "3", "4", "5")...)
-	r.deleteRecords(t, topic, 2)
+	testenv.DeleteRecords(t, r.brokers(), topic, map[int]int64{0: 2})
 	c := r.paths(t, DefaultConfig())["Conn"].(*Conn)
 	res := new(Result)
 	res.reset(0)

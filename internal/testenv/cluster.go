@@ -113,10 +113,13 @@ func startClusterNode(t testing.TB, bin string, extra ...string) *RedisServer {
 		"--cluster-node-timeout", "2000",
 	}
 	s.extra = append(s.extra, extra...)
-	s.startOnFreePort(t, "cluster node", freeClusterPort, func() {
+	err := s.startOnFreePort(freeClusterPort, func() {
 		// A failed attempt may have written its node id and ports already.
 		_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))
 	})
+	if err != nil {
+		t.Fatalf("testenv: start cluster node: %v", err)
+	}
 	return s
 }
 

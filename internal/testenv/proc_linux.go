@@ -8,3 +8,10 @@ import "syscall"
 func ChildProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// serverProcAttr is ChildProcAttr for a redis-server, in a process group of
+// its own besides: a ^C at the terminal reaches only its owner, which stops
+// it last (a benchmark's Redis outlives the flatline it measures).
+func serverProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+}

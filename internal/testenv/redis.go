@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,13 +48,7 @@ type RedisServer struct {
 	sentinelConf string
 
 	mu   sync.Mutex
-	proc *redisProc // nil while stopped
-}
-
-type redisProc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once cmd has exited
-	err  error         // the exit status, set before done is closed
+	proc *Process // nil while stopped
 }
 
 // Redis starts a private redis-server on a free loopback port with no
@@ -84,31 +77,69 @@ func Redis(t testing.TB, extraArgs ...string) *RedisServer {
 	}
 	// Registered after TempDir, so it runs before the directory is removed.
 	t.Cleanup(s.kill)
-	s.startOnFreePort(t, "redis-server", freeport.Loopback, nil)
+	if err := s.startOnFreePort(freeport.Loopback, nil); err != nil {
+		t.Fatalf("testenv: start redis-server: %v", err)
+	}
 	return s
+}
+
+// StartRedis is Redis for a program outside go test (the benchmarks): a
+// private redis-server from PATH, on a free loopback port, without
+// persistence, in a temporary directory of its own, extraArgs following
+// the defaults. A missing redis-server is an error: no program measures a
+// stand-in. Close ends the server and removes the directory; Stop, Start
+// and Kill are for tests' servers.
+func StartRedis(extraArgs ...string) (*RedisServer, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found on PATH: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "flatline-redis-")
+	if err != nil {
+		return nil, err
+	}
+	s := &RedisServer{
+		bin:      bin,
+		dir:      dir,
+		extra:    append([]string(nil), extraArgs...),
+		password: argValue(extraArgs, "--requirepass"),
+	}
+	if err := s.startOnFreePort(freeport.Loopback, nil); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	return s, nil
+}
+
+// Close ends a server StartRedis started — SIGTERM, and SIGKILL when it
+// has not exited within redisStopTimeout — and removes its directory.
+func (s *RedisServer) Close() {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.Stop(redisStopTimeout)
+	}
+	_ = os.RemoveAll(s.dir)
 }
 
 // startOnFreePort starts s on a port pick finds free, and on another when
 // some process took that one first (up to redisPortAttempts times);
-// prepare, if not nil, runs before each attempt. It fails the test, naming
-// what it started, when s does not start.
-func (s *RedisServer) startOnFreePort(t testing.TB, what string, pick func() (int, error), prepare func()) {
-	t.Helper()
+// prepare, if not nil, runs before each attempt.
+func (s *RedisServer) startOnFreePort(pick func() (int, error), prepare func()) error {
 	for attempt := 1; ; attempt++ {
 		if prepare != nil {
 			prepare()
 		}
 		port, err := pick()
 		if err != nil {
-			t.Fatalf("testenv: %v", err)
+			return err
 		}
 		s.port = port
 		err = s.start()
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, errAddrInUse) || attempt == redisPortAttempts {
-			t.Fatalf("testenv: start %s: %v", what, err)
+		if err == nil || !errors.Is(err, errAddrInUse) || attempt == redisPortAttempts {
+			return err
 		}
 	}
 }
@@ -154,12 +185,7 @@ func (s *RedisServer) Stop() {
 		return
 	}
 	s.proc = nil
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(redisStopTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	if _, inTime := p.Stop(redisStopTimeout); !inTime {
 		s.t.Errorf("testenv: redis-server on %s ignored SIGTERM for %v; killed", s.Addr(), redisStopTimeout)
 	}
 }
@@ -212,22 +238,17 @@ func (s *RedisServer) start() error {
 	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = ChildProcAttr()
-	if err := cmd.Start(); err != nil {
-		_ = logf.Close()
+	cmd.SysProcAttr = serverProcAttr()
+	p, err := StartProcess(cmd)
+	// The child writes to a descriptor of its own.
+	_ = logf.Close()
+	if err != nil {
 		return err
 	}
-	p := &redisProc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		_ = logf.Close()
-		close(p.done)
-	}()
 
 	err = waitRedis(p, s.Addr(), s.password)
 	if err != nil {
-		_ = cmd.Process.Kill()
-		<-p.done
+		p.Kill()
 		out := readFrom(logPath, logStart)
 		if bytes.Contains(out, []byte("Address already in use")) {
 			return fmt.Errorf("port %d: %w", s.port, errAddrInUse)
@@ -239,7 +260,7 @@ func (s *RedisServer) start() error {
 }
 
 // waitRedis polls until the server at addr answers INFO with p's process id.
-func waitRedis(p *redisProc, addr, password string) error {
+func waitRedis(p *Process, addr, password string) error {
 	c := redis.NewClient(&redis.Options{
 		Addr:        addr,
 		Password:    password,
@@ -248,13 +269,13 @@ func waitRedis(p *redisProc, addr, password string) error {
 		PoolSize:    1,
 	})
 	defer c.Close()
-	want := "process_id:" + strconv.Itoa(p.cmd.Process.Pid) + "\r\n"
+	want := "process_id:" + strconv.Itoa(p.Pid()) + "\r\n"
 	deadline := time.Now().Add(redisStartTimeout)
 	var last error
 	for {
 		select {
-		case <-p.done:
-			return fmt.Errorf("redis-server exited: %v", p.err)
+		case <-p.Done():
+			return fmt.Errorf("redis-server exited: %v", p.Err())
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -309,9 +330,18 @@ func (s *RedisServer) kill() {
 	defer s.mu.Unlock()
 	if p := s.proc; p != nil {
 		s.proc = nil
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		p.Kill()
 	}
+}
+
+// PID is the running server's process id (0 while it is stopped).
+func (s *RedisServer) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.Pid()
 }
 
 // argValue returns the argument following name in args (the last one wins,

@@ -108,13 +108,16 @@ func (s *SentinelSet) startSentinel(primaryPort int) *RedisServer {
 		conf = append(conf, "requirepass "+s.opts.SentinelPassword)
 	}
 	n.sentinelConf = filepath.Join(n.dir, "sentinel.conf")
-	n.startOnFreePort(t, "sentinel", freeport.Loopback, func() {
+	err := n.startOnFreePort(freeport.Loopback, func() {
 		// Sentinel rewrites its file (its id, what it learnt): start each
 		// attempt from the generated one.
 		if err := os.WriteFile(n.sentinelConf, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
 			t.Fatalf("testenv: %v", err)
 		}
 	})
+	if err != nil {
+		t.Fatalf("testenv: start sentinel: %v", err)
+	}
 	return n
 }
 

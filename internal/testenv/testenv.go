@@ -6,6 +6,12 @@
 // over TCP by the real kafka-go client, and a unique Redis key prefix per
 // test. Everything a helper starts is torn down by t.Cleanup; a server can
 // be stopped (Stop), crashed (Kill) and restarted (Start) to inject faults.
+// Child processes, flatline binaries under test included, start through
+// StartProcess with an environment from ChildEnv.
+//
+// It is the test support of the benchmark programs too (bench/cmd): they
+// start their redis-server with StartRedis and their flatline children as
+// the tests do. The product binary never imports it.
 //
 // Tests that need Redis skip when redis-server is not installed, except in CI
 // (env CI=true), where a missing binary fails the test: CI must never go green

@@ -205,6 +205,31 @@ func SetTopicConfig(t testing.TB, brokers []string, topic, key, value string) {
 	}
 }
 
+// DeleteRecords moves the log start of partitions of topic to the given
+// offsets (partition -> offset), as retention or `kafka-delete-records`
+// would, and fails the test unless every partition's log starts there.
+func DeleteRecords(t testing.TB, brokers []string, topic string, offsets map[int]int64) {
+	t.Helper()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	for p, off := range offsets {
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Partition, rp.Offset = int32(p), off
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp := KafkaRequest(t, "delete records of "+topic, brokers, req).(*kmsg.DeleteRecordsResponse)
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			if want := offsets[int(p.Partition)]; p.ErrorCode != 0 || p.LowWatermark != want {
+				t.Fatalf("delete records of %s/%d: error %d, log start %d, want %d", topic, p.Partition, p.ErrorCode, p.LowWatermark, want)
+			}
+		}
+	}
+}
+
 // KafkaRequest sends req to brokers through a franz-go client of its own
 // (opts follow the seed brokers) and returns the response; it fails the
 // test, naming what it did, when the request is not answered within 10 s.

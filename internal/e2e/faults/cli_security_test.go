@@ -32,23 +32,20 @@ func TestCLISecrets(t *testing.T) {
 	}
 	run := func(env map[string]string, args ...string) (stdout, stderr string, code int) {
 		cmd := exec.Command(bin, args...)
-		cmd.Env = childEnv(env)
-		cmd.SysProcAttr = testenv.ChildProcAttr()
+		cmd.Env = testenv.ChildEnv(env)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
-		done := make(chan error, 1)
-		if err := cmd.Start(); err != nil {
+		p, err := testenv.StartProcess(cmd)
+		if err != nil {
 			t.Fatal(err)
 		}
-		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
+		case <-p.Done():
 		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+			p.Kill()
 			t.Fatalf("flatline %v did not exit", args)
 		}
-		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+		return o.String(), e.String(), p.State().ExitCode()
 	}
 
 	out, errOut, code := run(base, "config", "print")

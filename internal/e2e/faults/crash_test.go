@@ -47,10 +47,10 @@ func TestCrashKill9(t *testing.T) {
 	for i := 0; i < kills; i++ {
 		at := silenceFrom.Add(time.Duration(i)*seg + time.Duration(rng.Int64N(int64(seg))))
 		time.Sleep(time.Until(at))
-		if p.exited() {
-			t.Fatalf("flatline exited on its own before kill %d: %v", i+1, p.state)
+		if p.Exited() {
+			t.Fatalf("flatline exited on its own before kill %d: %v", i+1, p.State())
 		}
-		p.kill()
+		p.Kill()
 		down := time.Duration(rng.Int64N(int64(500 * time.Millisecond)))
 		t.Logf("kill -9 #%d at +%v (run %d); restarting after %v", i+1, time.Since(start).Round(time.Millisecond), run, down.Round(time.Millisecond))
 		logs.Note("killed at +%v", time.Since(start).Round(time.Millisecond))
@@ -61,8 +61,8 @@ func TestCrashKill9(t *testing.T) {
 	}
 
 	e2etest.Eventually(t, 45*time.Second, "a timeout for every silent device", func() bool {
-		if p.exited() {
-			t.Fatalf("flatline exited on its own: %v", p.state)
+		if p.Exited() {
+			t.Fatalf("flatline exited on its own: %v", p.State())
 		}
 		return r.allFired()
 	})
@@ -72,7 +72,7 @@ func TestCrashKill9(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	// Stop flatline before the heartbeats, or every device would time out.
-	if code := p.terminate(10 * time.Second); code != 0 {
+	if code, _ := p.Stop(10 * time.Second); code != 0 {
 		t.Errorf("flatline serve exited with %d on SIGTERM, want 0", code)
 	}
 	f.Stop()

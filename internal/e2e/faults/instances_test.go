@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -33,7 +34,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 		})
 	}
 	ids := []string{"inst-a", "inst-b", "inst-c"}
-	procs := map[string]*proc{}
+	procs := map[string]*testenv.Process{}
 	for _, id := range ids {
 		procs[id] = startProc(t, r.bin, envFor(id), r.logs, "serve")
 	}
@@ -71,7 +72,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 			orphaned = append(orphaned, i)
 		}
 	}
-	procs[victim].kill()
+	procs[victim].Kill()
 	killedAt := time.Now()
 	t.Logf("kill -9 %s at +%v; it owned shards %v", victim, killedAt.Sub(start).Round(time.Millisecond), orphaned)
 	e2etest.Eventually(t, 3*leaseTTL, "every shard owned by a live instance again", func() bool {
@@ -92,7 +93,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 	time.Sleep(2 * time.Second) // late duplicates or false timeouts would show here
 	for _, id := range ids {
 		if id != victim {
-			if code := procs[id].terminate(10 * time.Second); code != 0 {
+			if code, _ := procs[id].Stop(10 * time.Second); code != 0 {
 				t.Errorf("%s exited with %d on SIGTERM, want 0", id, code)
 			}
 		}

@@ -67,7 +67,7 @@ func TestProbesAndScrapesLeakNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		g, _ := m.Value("go_goroutines")
-		r, err := testenv.ReadProcResources(p.cmd.Process.Pid)
+		r, err := testenv.ReadProcResources(p.Pid())
 		if err != nil {
 			t.Fatal(err)
 		}

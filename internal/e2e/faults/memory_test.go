@@ -117,7 +117,7 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 			n := int64(v)
 			consumed.Store(n)
 			if n >= int64(phase) && rssAtPhase.Load() == 0 {
-				rssAtPhase.Store(procStatusKB(p.cmd.Process.Pid, "VmRSS"))
+				rssAtPhase.Store(procStatusKB(p.Pid(), "VmRSS"))
 			}
 		}
 	})()
@@ -126,21 +126,21 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 	produceDevices(t, k.Brokers(), total)
 	produced := time.Since(start)
 	e2etest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d heartbeats consumed", total), func() bool {
-		if p.exited() {
-			t.Fatalf("flatline exited: %v", p.state)
+		if p.Exited() {
+			t.Fatalf("flatline exited: %v", p.State())
 		}
 		return consumed.Load() >= int64(total)
 	})
 	streamed := time.Since(start)
-	rssAtEnd.Store(procStatusKB(p.cmd.Process.Pid, "VmRSS"))
-	peak := procStatusKB(p.cmd.Process.Pid, "VmHWM")
+	rssAtEnd.Store(procStatusKB(p.Pid(), "VmRSS"))
+	peak := procStatusKB(p.Pid(), "VmHWM")
 	var tracked int64
 	for i := 0; i < 16; i++ {
 		n, _ := rs.Client(t).ZCard(context.Background(), fmt.Sprintf("%s:{%d}:deadlines", prefix, i)).Result()
 		tracked += n
 	}
 	usedMemory := redisUsedMemory(t, rs)
-	if code := p.terminate(15 * time.Second); code != 0 {
+	if code, _ := p.Stop(15 * time.Second); code != 0 {
 		t.Errorf("flatline serve exited with %d on SIGTERM, want 0", code)
 	}
 

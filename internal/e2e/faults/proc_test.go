@@ -8,11 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +77,7 @@ func serveEnv(cfg configs.Config, vars map[string]string) []string {
 		"FLATLINE_LOG_LEVEL":        "info",
 	}
 	maps.Copy(all, vars)
-	return childEnv(all)
+	return testenv.ChildEnv(all)
 }
 
 // serveRig is what a test of `flatline serve` children starts from: the
@@ -141,82 +139,19 @@ func (r *serveRig) verdict(t *testing.T) e2etest.Verdict {
 	return r.fleet.Verdict(t, r.events, r.Want(e2etest.AtLeastOnce))
 }
 
-// childEnv is the test's environment without any FLATLINE_* variable (so a
-// developer's settings cannot leak in), plus vars.
-func childEnv(vars map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "FLATLINE_") || strings.HasPrefix(kv, "GODEBUG=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		env = append(env, k+"="+vars[k])
-	}
-	return env
-}
-
-// proc is one run of a child flatline process.
-type proc struct {
-	cmd   *exec.Cmd
-	done  chan struct{}
-	state *os.ProcessState // set before done closes
-}
-
 // startProc starts bin with args and env, its stdout and stderr going to
 // logs. It is killed in t.Cleanup if still running.
-func startProc(t *testing.T, bin string, env []string, logs *e2etest.LogBuffer, args ...string) *proc {
+func startProc(t *testing.T, bin string, env []string, logs *e2etest.LogBuffer, args ...string) *testenv.Process {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = testenv.ChildProcAttr()
-	if err := cmd.Start(); err != nil {
+	p, err := testenv.StartProcess(cmd)
+	if err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		p.state = cmd.ProcessState
-		close(p.done)
-	}()
-	t.Cleanup(p.kill)
+	t.Cleanup(p.Kill)
 	return p
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// exited reports whether the process has exited.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// terminate sends SIGTERM and returns the exit code, or -1 if the process
-// had to be killed after timeout.
-func (p *proc) terminate(timeout time.Duration) int {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.state.ExitCode()
-	case <-time.After(timeout):
-		p.kill()
-		return -1
-	}
 }
 
 var httpAddrRE = regexp.MustCompile(`msg="http listening".* addr=(\S+)`)

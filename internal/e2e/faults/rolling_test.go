@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -45,7 +46,7 @@ func TestRollingRestart(t *testing.T) {
 	}
 	// start runs an instance and waits until /readyz answers 200 and the
 	// group has every member it should.
-	start := func(id string, members int) *proc {
+	start := func(id string, members int) *testenv.Process {
 		instLogs := e2etest.NewLogBuffer(200)
 		addrs := httpAddrOf(instLogs)
 		instLogs.Watch(func(line string) { _, _ = logs.Write([]byte(id + ": " + line + "\n")) })
@@ -65,7 +66,7 @@ func TestRollingRestart(t *testing.T) {
 		return p
 	}
 	ids := []string{"inst-a", "inst-b", "inst-c"}
-	procs := map[string]*proc{}
+	procs := map[string]*testenv.Process{}
 	for n, id := range ids {
 		procs[id] = start(id, n+1)
 	}
@@ -94,7 +95,7 @@ func TestRollingRestart(t *testing.T) {
 	for _, id := range ids {
 		s := &step{id: id, from: time.Now()}
 		done := make(chan int, 1)
-		go func() { done <- procs[id].terminate(20 * time.Second) }()
+		go func() { code, _ := procs[id].Stop(20 * time.Second); done <- code }()
 		s.left = e2etest.Eventually(t, 2*session, id+" gone from the group", func() bool {
 			return groupMembers(k.Brokers(), group) == len(ids)-1
 		})
@@ -113,7 +114,7 @@ func TestRollingRestart(t *testing.T) {
 	time.Sleep(2 * time.Second) // late duplicates or false timeouts would show here
 	hold := held()
 	for _, id := range ids {
-		if code := procs[id].terminate(20 * time.Second); code != 0 {
+		if code, _ := procs[id].Stop(20 * time.Second); code != 0 {
 			t.Errorf("%s exited with %d on SIGTERM, want 0", id, code)
 		}
 	}
