@@ -14,6 +14,7 @@ import (
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/demo"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -34,7 +35,7 @@ func startInfra(ctx context.Context, o *options) (*scenarioInfra, error) {
 	if err != nil {
 		return nil, err
 	}
-	rp, err := startRedis(ctx)
+	rp, err := startRedis()
 	if err != nil {
 		stopKafka()
 		return nil, err
@@ -69,39 +70,29 @@ func (in *scenarioInfra) serve(ctx context.Context, o *options, settings map[str
 	return fl, nil
 }
 
-// redisProc is a private redis-server child on a free port.
+// redisProc is a private redis-server child on a free port, with this
+// program's client of it.
 type redisProc struct {
 	Addr string
 	PID  int
 	rdb  *redis.Client
-	stop func()
+	srv  *testenv.RedisServer
 }
 
-// startRedis starts a fresh redis-server. A miniredis fallback would make the
-// figures meaningless, so a missing redis-server is an error.
-func startRedis(ctx context.Context) (*redisProc, error) {
-	addr, kind, stop, err := demo.StartRedis(ctx)
+// startRedis starts a fresh redis-server (testenv.StartRedis: a real one,
+// never a stand-in that would make the figures meaningless).
+func startRedis() (*redisProc, error) {
+	srv, err := testenv.StartRedis()
 	if err != nil {
 		return nil, err
 	}
-	if kind != demo.RedisServer {
-		stop()
-		return nil, fmt.Errorf("redis-server is not on PATH: the benchmark needs a real one")
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 32})
-	info, err := rdb.Info(ctx, "server").Result()
-	if err != nil {
-		_ = rdb.Close()
-		stop()
-		return nil, fmt.Errorf("redis %s: %w", addr, err)
-	}
-	pid, _ := strconv.Atoi(infoField(info, "process_id"))
-	return &redisProc{Addr: addr, PID: pid, rdb: rdb, stop: stop}, nil
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 32})
+	return &redisProc{Addr: srv.Addr(), PID: srv.PID(), rdb: rdb, srv: srv}, nil
 }
 
 func (r *redisProc) Close() {
 	_ = r.rdb.Close()
-	r.stop()
+	r.srv.Close()
 }
 
 // Store is flatline's store over this server with the default key prefix.

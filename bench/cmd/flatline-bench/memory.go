@@ -38,7 +38,7 @@ func runMemory(ctx context.Context, o *options) (*MemoryResult, error) {
 	}
 
 	// flatline: shard.Store.Write, the ingest path, into 16 shards.
-	rp, err := startRedis(ctx)
+	rp, err := startRedis()
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func runMemory(ctx context.Context, o *options) (*MemoryResult, error) {
 	res.StoreWritesPerSec = float64(len(ids)) / load.Seconds()
 
 	// Bare: one ZSET, the same members and scores, plain ZADD.
-	rp, err = startRedis(ctx)
+	rp, err = startRedis()
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ type PeerRow struct {
 // runPeers runs the peers binary against a fresh redis-server of the same
 // kind flatline's scenarios use, with -peers-args and then extra.
 func runPeers(ctx context.Context, o *options, extra ...string) (*PeersResult, error) {
-	rp, err := startRedis(ctx)
+	rp, err := startRedis()
 	if err != nil {
 		return nil, err
 	}

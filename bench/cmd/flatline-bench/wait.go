@@ -29,7 +29,7 @@ func runWait(ctx context.Context, o *options) (*WaitResult, error) {
 	}
 	defer infra.stop()
 	kc, brokers, rp, st := infra.kc, infra.brokers, infra.rp, infra.st
-	replica, err := startRedis(ctx)
+	replica, err := startRedis()
 	if err != nil {
 		return nil, err
 	}

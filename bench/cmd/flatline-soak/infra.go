@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // signalsRetention bounds what kfake keeps of the signals topic: at 5,000
@@ -31,7 +31,7 @@ type infra struct {
 	redisAddr string
 	redisPort int
 	rdb       *redis.Client // this program's own client: INFO only
-	stopRedis func()
+	redis     *testenv.RedisServer
 }
 
 // startInfra starts Kafka and Redis. Unlike the tests' and the demo's
@@ -53,17 +53,15 @@ func startInfra(ctx context.Context, partitions int) (*infra, error) {
 		c.Close()
 		return nil, err
 	}
-	addr, kind, stop, err := demo.StartRedis(ctx)
+	// A real redis-server: the soak reads its connected_clients and its
+	// own connections.
+	srv, err := testenv.StartRedis()
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	if kind != demo.RedisServer {
-		stop()
-		c.Close()
-		return nil, fmt.Errorf("redis-server is not on PATH: the soak needs a real one (connected_clients, its own connections)")
-	}
-	in.redisAddr, in.stopRedis = addr, stop
+	addr := srv.Addr()
+	in.redisAddr, in.redis = addr, srv
 	if in.redisPort, err = portOf(addr); err != nil {
 		in.close()
 		return nil, err
@@ -80,8 +78,8 @@ func (in *infra) close() {
 	if in.rdb != nil {
 		_ = in.rdb.Close()
 	}
-	if in.stopRedis != nil {
-		in.stopRedis()
+	if in.redis != nil {
+		in.redis.Close()
 	}
 	in.kafka.Close()
 }

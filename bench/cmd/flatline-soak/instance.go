@@ -10,13 +10,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // instance is one `flatline serve` child process. A slot ("a", "b", and
@@ -28,63 +26,46 @@ type instance struct {
 	id       string // instance_id
 	httpAddr string
 	pid      int
-	cmd      *exec.Cmd
+	proc     *testenv.Process
 	started  time.Time
 	ready    time.Time
-	done     chan struct{} // closed once the process has exited
-	waitErr  error         // its exit, set before done closes
 }
 
-// startInstance runs bin serve with settings (configuration key ->
-// value) as FLATLINE_* variables, over the parent's environment without
-// FLATLINE_* (a developer's own settings must not leak into the run). Its
-// output goes to stderr, each line prefixed with its instance_id.
+// startInstance runs bin serve with settings (configuration key -> value)
+// as FLATLINE_* variables (settingsEnv). Its output goes to stderr, each
+// line prefixed with its instance_id; the kernel kills it if this program
+// dies, so no flatline outlives a soak stopped with SIGKILL.
 func startInstance(bin, slot string, gen int, httpAddr string, settings map[string]string) (*instance, error) {
-	in := &instance{slot: slot, gen: gen, id: fmt.Sprintf("soak-%s%d", slot, gen), httpAddr: httpAddr, done: make(chan struct{})}
+	in := &instance{slot: slot, gen: gen, id: fmt.Sprintf("soak-%s%d", slot, gen), httpAddr: httpAddr}
 	all := maps.Clone(settings)
 	all["http.addr"] = httpAddr
 	all["instance_id"] = in.id
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = childEnv(all)
+	cmd.Env = settingsEnv(all)
 	out := &prefixWriter{w: os.Stderr, prefix: fmt.Sprintf("  %s| ", in.id)}
 	cmd.Stdout, cmd.Stderr = out, out
-	// The kernel kills the child if this program dies, so no flatline
-	// outlives a soak stopped with SIGKILL.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in.started = time.Now()
-	if err := cmd.Start(); err != nil {
+	p, err := testenv.StartProcess(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", in.id, err)
 	}
-	in.cmd, in.pid = cmd, cmd.Process.Pid
-	go func() {
-		in.waitErr = cmd.Wait()
-		close(in.done)
-	}()
+	in.proc, in.pid = p, p.Pid()
 	return in, nil
 }
 
-func childEnv(settings map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLATLINE_") {
-			env = append(env, kv)
-		}
+// settingsEnv is the environment of a flatline child: settings
+// (configuration key -> value) as FLATLINE_* variables over
+// testenv.ChildEnv.
+func settingsEnv(settings map[string]string) []string {
+	vars := make(map[string]string, len(settings))
+	for k, v := range settings {
+		vars[configs.EnvName(k)] = v
 	}
-	for _, k := range slices.Sorted(maps.Keys(settings)) {
-		env = append(env, configs.EnvName(k)+"="+settings[k])
-	}
-	return env
+	return testenv.ChildEnv(vars)
 }
 
 // exited reports whether the process has exited.
-func (in *instance) exited() bool {
-	select {
-	case <-in.done:
-		return true
-	default:
-		return false
-	}
-}
+func (in *instance) exited() bool { return in.proc.Exited() }
 
 // waitReady polls /readyz, a new connection each time as kubelet does,
 // until it answers 200.
@@ -93,7 +74,7 @@ func (in *instance) waitReady(ctx context.Context, timeout time.Duration) error 
 	deadline := time.Now().Add(timeout)
 	for {
 		if in.exited() {
-			return fmt.Errorf("%s exited while starting: %v", in.id, in.waitErr)
+			return fmt.Errorf("%s exited while starting: %v", in.id, in.proc.Err())
 		}
 		if resp, err := client.Get("http://" + in.httpAddr + "/readyz"); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
@@ -121,17 +102,12 @@ var errKilled = errors.New("did not exit after SIGTERM; killed")
 // timeout. It returns the exit code (-1 when killed or signalled) and an
 // error unless the process exited 0 by itself.
 func (in *instance) stop(timeout time.Duration) (int, error) {
-	_ = in.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-in.done:
-	case <-time.After(timeout):
-		_ = in.cmd.Process.Kill()
-		<-in.done
+	code, inTime := in.proc.Stop(timeout)
+	if !inTime {
 		return -1, fmt.Errorf("%s %w (%s)", in.id, errKilled, timeout)
 	}
-	code := in.cmd.ProcessState.ExitCode()
 	if code != 0 {
-		return code, fmt.Errorf("%s exited with %v", in.id, in.waitErr)
+		return code, fmt.Errorf("%s exited with %v", in.id, in.proc.Err())
 	}
 	return 0, nil
 }

@@ -294,7 +294,7 @@ func (p *plan) cli(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.o.flatline, args...)
-	cmd.Env = childEnv(p.settings)
+	cmd.Env = settingsEnv(p.settings)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -36,15 +36,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flatline-dev/flatline/internal/freeport"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 func main() {
@@ -69,7 +67,7 @@ func run(file string, reps int) error {
 		return fmt.Errorf("-monitor: no ZADD in %s", file)
 	}
 	ctx := context.Background()
-	rdb, stop, err := startRedis(ctx)
+	rdb, stop, err := startRedis()
 	if err != nil {
 		return err
 	}
@@ -314,36 +312,14 @@ func zaddUsec(ctx context.Context, rdb *redis.Client) (int64, error) {
 }
 
 // startRedis starts a redis-server of its own on a free port, with nothing
-// saved to disk.
-func startRedis(ctx context.Context) (*redis.Client, func(), error) {
-	port, err := freeport.Loopback()
+// saved to disk (testenv.StartRedis), and a client of it.
+func startRedis() (*redis.Client, func(), error) {
+	srv, err := testenv.StartRedis()
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := os.MkdirTemp("", "zadd-order-")
-	if err != nil {
-		return nil, nil, err
-	}
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir)
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, fmt.Errorf("redis-server: %w", err)
-	}
-	stop := func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		os.RemoveAll(dir)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if err := rdb.Ping(ctx).Err(); err == nil {
-			return rdb, func() { rdb.Close(); stop() }, nil
-		} else if time.Now().After(deadline) {
-			stop()
-			return nil, nil, fmt.Errorf("redis-server on port %d: %w", port, err)
-		}
-	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	return rdb, func() { _ = rdb.Close(); srv.Close() }, nil
 }
 
 // eachSorted keeps the commands as captured, each one's pairs sorted by score.
