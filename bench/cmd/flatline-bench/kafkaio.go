@@ -10,7 +10,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flatline-dev/flatline/bench/internal/offsets"
 )
 
 // The load side talks to Kafka with franz-go (kgo): it is the fastest Go
@@ -236,16 +237,7 @@ func sampleBrokerRTT(brokers []string, topic string, partitions int, period time
 		defer cl.Close()
 		var rtts []float64
 		defer func() { out <- rtts }()
-		req := kmsg.NewPtrListOffsetsRequest()
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = topic
-		for p := range partitions {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition = int32(p)
-			rp.Timestamp = -1 // latest
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
+		req := offsets.LatestRequest(topic, partitions)
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {

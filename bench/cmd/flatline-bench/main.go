@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/bench/internal/host"
+	"github.com/flatline-dev/flatline/bench/internal/runfile"
 )
 
 type options struct {
@@ -201,11 +202,9 @@ func run() int {
 	}
 
 	res := &Result{
-		Run:     started.UTC().Format("2006-01-02T15:04:05Z"),
-		Command: strings.Join(os.Args, " "),
-		Machine: host.DescribeMachine(),
-		Scale:   o.describeScale(),
-		Set:     maps.Clone(overrides),
+		Header: runfile.NewHeader(started.UTC().Format("2006-01-02T15:04:05Z")),
+		Scale:  o.describeScale(),
+		Set:    maps.Clone(overrides),
 		Settings: map[string]string{
 			"partitions": fmt.Sprint(o.partitions), "shards": fmt.Sprint(o.shards),
 			"flatline": "defaults (configs.Default) unless a scenario says otherwise; heartbeats are JSON {device_id, ts}",

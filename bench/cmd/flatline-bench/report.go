@@ -1,25 +1,20 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/flatline-dev/flatline/bench/internal/host"
+	"github.com/flatline-dev/flatline/bench/internal/runfile"
 )
 
 // Result is one run: what bench/results/<run>.json holds.
 type Result struct {
-	Run     string       `json:"run"`
-	Command string       `json:"command"`
-	Machine host.Machine `json:"machine"`
-	Scale   string       `json:"scale"`
+	runfile.Header
+	Scale string `json:"scale"`
 	// Set holds the -set settings of an experiment (none: the reference
 	// configuration).
 	Set             map[string]string `json:"set,omitempty"`
@@ -326,16 +321,7 @@ func (r *Result) printMarkdown(w io.Writer) {
 }
 
 func (r *Result) write(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	name := strings.NewReplacer(":", "", "-", "").Replace(r.Run)
-	path := filepath.Join(dir, name+".json")
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+	return runfile.Write(dir, strings.NewReplacer(":", "", "-", "").Replace(r.Run)+".json", r)
 }
 
 func pad(s string, n int) string {

@@ -29,9 +29,6 @@ const stormCostTarget = 0.95
 
 func runStormCost(ctx context.Context, o *options) (*StormCostResult, error) {
 	res := &StormCostResult{}
-	on := map[string]string{"storm.max_hold": "5m"}
-	off := map[string]string{"storm.max_hold": "0s"}
-
 	infra, err := startInfra(ctx, o)
 	if err != nil {
 		return nil, err
@@ -45,52 +42,61 @@ func runStormCost(ctx context.Context, o *options) (*StormCostResult, error) {
 		infra.stop()
 		return nil, err
 	}
-	for k := 0; k < max(1, o.stormPairs); k++ {
-		for _, guard := range []string{"on", "off"} {
-			if err := infra.rp.rdb.FlushAll(ctx).Err(); err != nil {
-				infra.stop()
-				return nil, err
-			}
-			settings := on
-			if guard == "off" {
-				settings = off
-			}
-			mode := fmt.Sprintf("storm-guard-%s-%d", guard, k+1)
-			run, err := ingestOnce(ctx, o, infra.brokers, infra.rp, infra.st, ends, heartbeats, mode, settings)
-			if err != nil {
-				infra.stop()
-				return nil, err
-			}
-			status("storm-cost: exact ingest, guard %s: %.0f heartbeats/s", guard, run.HeartbeatsPerSecond)
-			if guard == "on" {
-				res.IngestOn = append(res.IngestOn, run.HeartbeatsPerSecond)
-			} else {
-				res.IngestOff = append(res.IngestOff, run.HeartbeatsPerSecond)
-			}
+	res.IngestOn, res.IngestOff, err = guardPairs(o.stormPairs, func(k int, guard string, settings map[string]string) (float64, error) {
+		if err := infra.rp.rdb.FlushAll(ctx).Err(); err != nil {
+			return 0, err
 		}
-	}
+		mode := fmt.Sprintf("storm-guard-%s-%d", guard, k+1)
+		run, err := ingestOnce(ctx, o, infra.brokers, infra.rp, infra.st, ends, heartbeats, mode, settings)
+		if err != nil {
+			return 0, err
+		}
+		status("storm-cost: exact ingest, guard %s: %.0f heartbeats/s", guard, run.HeartbeatsPerSecond)
+		return run.HeartbeatsPerSecond, nil
+	})
 	infra.stop()
-	for k := 0; k < max(1, o.stormPairs); k++ {
-		for _, guard := range []string{"on", "off"} {
-			settings := on
-			if guard == "off" {
-				settings = off
-			}
-			r, err := runMassOnce(ctx, o, 1, settings)
-			if err != nil {
-				return nil, err
-			}
-			status("storm-cost: mass expiry, guard %s: %.0f events/s", guard, r.EventsPerSecond)
-			if guard == "on" {
-				res.MassOn = append(res.MassOn, r.EventsPerSecond)
-			} else {
-				res.MassOff = append(res.MassOff, r.EventsPerSecond)
-			}
+	if err != nil {
+		return nil, err
+	}
+	res.MassOn, res.MassOff, err = guardPairs(o.stormPairs, func(_ int, guard string, settings map[string]string) (float64, error) {
+		r, err := runMassOnce(ctx, o, 1, settings)
+		if err != nil {
+			return 0, err
 		}
+		status("storm-cost: mass expiry, guard %s: %.0f events/s", guard, r.EventsPerSecond)
+		return r.EventsPerSecond, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	res.RatioIngest = median(res.IngestOn) / median(res.IngestOff)
 	res.RatioMass = median(res.MassOn) / median(res.MassOff)
 	return res, nil
+}
+
+// guardPairs measures pairs times (at least once) with the guard on (the
+// default storm.max_hold) and then off (storm.max_hold 0), alternately, so
+// that a drift of the machine weighs on both alike; measure's k is the
+// pair. It returns the figures of each.
+func guardPairs(pairs int, measure func(k int, guard string, settings map[string]string) (float64, error)) (on, off []float64, err error) {
+	settings := map[string]map[string]string{
+		"on":  {"storm.max_hold": "5m"},
+		"off": {"storm.max_hold": "0s"},
+	}
+	for k := 0; k < max(1, pairs); k++ {
+		for _, guard := range []string{"on", "off"} {
+			v, err := measure(k, guard, settings[guard])
+			if err != nil {
+				return nil, nil, err
+			}
+			if guard == "on" {
+				on = append(on, v)
+			} else {
+				off = append(off, v)
+			}
+		}
+	}
+	return on, off, nil
 }
 
 func median(v []float64) float64 {

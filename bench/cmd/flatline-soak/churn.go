@@ -17,19 +17,13 @@ type churn struct {
 }
 
 func (c *churn) Run(ctx context.Context) error {
-	t := time.NewTicker(c.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case now := <-t.C:
-			if now.After(c.until) {
-				return nil
-			}
-			c.f.Join(c.joinN)
-			c.f.Leave(c.leaveN)
-			c.f.Silence(c.silenceN)
+	return every(ctx, c.every, func(now time.Time) bool {
+		if now.After(c.until) {
+			return false
 		}
-	}
+		c.f.Join(c.joinN)
+		c.f.Leave(c.leaveN)
+		c.f.Silence(c.silenceN)
+		return true
+	})
 }

@@ -102,16 +102,10 @@ func (in *infra) connectedClients(ctx context.Context) (int, error) {
 // trimSignals applies the signals topic's retention every minute until
 // ctx ends: kfake only does so by itself on its hourly cleaner tick.
 func (in *infra) trimSignals(ctx context.Context) error {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			in.kafka.ApplyRetention()
-		}
-	}
+	return every(ctx, time.Minute, func(time.Time) bool {
+		in.kafka.ApplyRetention()
+		return true
+	})
 }
 
 func portOf(addr string) (int, error) {

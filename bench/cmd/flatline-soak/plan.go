@@ -315,6 +315,23 @@ func offersHalving(ctx context.Context, bin string) (bool, error) {
 	return strings.Contains(help, "halve") || strings.Contains(help, "half"), nil
 }
 
+// every calls fn each period until ctx ends or fn returns false; its
+// error is nil (a loop of the soak ends with the soak, not on its own).
+func every(ctx context.Context, period time.Duration, fn func(now time.Time) bool) error {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			if !fn(now) {
+				return nil
+			}
+		}
+	}
+}
+
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

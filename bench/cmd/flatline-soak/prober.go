@@ -62,17 +62,10 @@ func (p *prober) Run(ctx context.Context) error {
 			tr := &http.Transport{DisableKeepAlives: true}
 			defer tr.CloseIdleConnections()
 			client := &http.Client{Timeout: pr.timeout, Transport: tr}
-			t := time.NewTicker(pr.every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-t.C:
-				}
+			return every(ctx, pr.every, func(time.Time) bool {
 				ok := get(ctx, client, "http://"+p.addr+pr.path)
 				if ctx.Err() != nil {
-					return nil
+					return false
 				}
 				p.mu.Lock()
 				c := p.by[pr.path]
@@ -83,7 +76,8 @@ func (p *prober) Run(ctx context.Context) error {
 					c.FailedAt = append(c.FailedAt, time.Now())
 				}
 				p.mu.Unlock()
-			}
+				return true
+			})
 		})
 	}
 	return g.Wait()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flatline-dev/flatline/bench/internal/offsets"
 	"github.com/flatline-dev/flatline/dispatch"
 )
 
@@ -73,7 +74,7 @@ func (r *reader) Run(ctx context.Context) error {
 func (r *reader) caughtUp(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ends, err := endOffsets(ctx, r.cl, r.topic, r.parts)
+	ends, err := offsets.Ends(ctx, r.cl, r.topic, r.parts)
 	if err != nil {
 		return fmt.Errorf("timeouts topic end offsets: %w", err)
 	}

@@ -1,24 +1,20 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/flatline-dev/flatline/bench/internal/host"
+	"github.com/flatline-dev/flatline/bench/internal/runfile"
 )
 
 // Result is the JSON written to bench/results/soak-<UTC time>.json.
 type Result struct {
-	Run      string            `json:"run"`
-	Command  string            `json:"command"`
-	Machine  host.Machine      `json:"machine"`
+	runfile.Header
 	Settings map[string]string `json:"settings"`
 	Duration float64           `json:"duration_s"`
 	// Window is the second half the slopes are fitted over, in seconds
@@ -59,9 +55,7 @@ var loadAtStart = host.LoadAverage()
 
 func newResult(o options, p *plan, f *fleet, rd *reader, smp *sampler, probers map[string]*prober, t0, ended time.Time) *Result {
 	r := &Result{
-		Run:     t0.UTC().Format("20060102T150405Z"),
-		Command: strings.Join(os.Args, " "),
-		Machine: host.DescribeMachine(),
+		Header: runfile.NewHeader(t0.UTC().Format("20060102T150405Z")),
 		Settings: map[string]string{
 			"devices": fmt.Sprint(o.devices), "interval": o.interval.String(), "timeout": o.timeout.String(),
 			"partitions": fmt.Sprint(o.partitions), "shards": fmt.Sprint(o.shards),
@@ -300,13 +294,5 @@ func unitSuffix(u string) string {
 
 // write saves the result as dir/soak-<run>.json.
 func (r *Result) write(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "soak-"+r.Run+".json")
-	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+	return runfile.Write(dir, "soak-"+r.Run+".json", r)
 }
