@@ -31,11 +31,7 @@ func BenchmarkScaleWith1MDevices(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	sizes, _ := store.Sizes(ctx, count)
-	var tracked int64
-	for _, s := range sizes {
-		tracked += s
-	}
+	tracked, _ := store.Tracked(ctx, count)
 	if tracked != devices {
 		b.Fatalf("tracked %d devices, want %d", tracked, devices)
 	}

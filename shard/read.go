@@ -217,6 +217,20 @@ func (s *Store) Sizes(ctx context.Context, n int) ([]int64, error) {
 	return out, nil
 }
 
+// Tracked returns how many members shards 0..n-1 hold together: the
+// devices tracked (Sizes, summed).
+func (s *Store) Tracked(ctx context.Context, n int) (int64, error) {
+	sizes, err := s.Sizes(ctx, n)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, v := range sizes {
+		total += v
+	}
+	return total, nil
+}
+
 // SizesAndDue returns, for shards 0..n-1, how many members each holds and
 // how many of them are due by dueByMs (a deadline at or before it, whatever
 // the score's meta), in one round trip of ZCARD and ZCOUNT: /metrics reads

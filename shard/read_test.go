@@ -11,7 +11,7 @@ import (
 
 // SizesAndDue counts a deadline at dueBy as due whatever its score's meta
 // (class, flags), one a millisecond later as not, and a shard without a
-// key as empty; its sizes are Sizes'.
+// key as empty; its sizes are Sizes', their sum Tracked.
 func TestSizesAndDueCutsAtTheDeadline(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
@@ -39,6 +39,9 @@ func TestSizesAndDueCutsAtTheDeadline(t *testing.T) {
 	}
 	if alone, err := st.Sizes(ctx, 4); err != nil || !slices.Equal(alone, sizes) {
 		t.Errorf("Sizes = %v, %v; want %v", alone, err, sizes)
+	}
+	if n, err := st.Tracked(ctx, 4); err != nil || n != 5 {
+		t.Errorf("Tracked = %d, %v; want 5, the sizes' sum", n, err)
 	}
 	// Before the scores' epoch nothing can be due.
 	if _, due, err := st.SizesAndDue(ctx, 4, shard.Epoch-1); err != nil || !slices.Equal(due, []int64{0, 0, 0, 0}) {

@@ -195,15 +195,7 @@ func stallAfter(cfg configs.Config) time.Duration {
 
 // tracked is the number of devices tracked: the storm threshold's base.
 func (a *App) tracked(ctx context.Context) (int64, error) {
-	sizes, err := a.Store.Sizes(ctx, a.Watcher.Current().Shards())
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, s := range sizes {
-		n += s
-	}
-	return n, nil
+	return a.Store.Tracked(ctx, a.Watcher.Current().Shards())
 }
 
 func (a *App) runs(role string) bool { return slices.Contains(a.cfg.Roles, role) }

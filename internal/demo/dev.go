@@ -112,13 +112,7 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 				continue // shutting down: Run returns shortly
 			}
 			cur := takeSnapshot(a.Metrics)
-			sizes, err := a.Store.Sizes(ctx, a.Watcher.Current().Shards())
-			var tracked int64
-			if err == nil {
-				for _, s := range sizes {
-					tracked += s
-				}
-			}
+			tracked, _ := a.Store.Tracked(ctx, a.Watcher.Current().Shards()) // 0 when Redis does not answer
 			fmt.Fprintf(out, "%6s  tracked %7d  resets/s %7.0f  timeouts/s %5.0f  (total %d)  lateness p99 %s\n",
 				time.Since(start).Truncate(time.Second), tracked,
 				cur.resets-last.resets, cur.timeouts-last.timeouts, int64(cur.timeouts), p99(last.buckets, cur.buckets))

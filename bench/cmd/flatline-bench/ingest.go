@@ -228,7 +228,7 @@ func ingestOnce(ctx context.Context, o *options, brokers []string, rp *redisProc
 		if exited, err := fl.Exited(); exited {
 			return nil, fmt.Errorf("flatline exited: %v", err)
 		}
-		n, err := tracked(ctx, st, o.shards)
+		n, err := st.Tracked(ctx, o.shards)
 		if err == nil && n > 0 && first.IsZero() {
 			first = time.Now()
 		}

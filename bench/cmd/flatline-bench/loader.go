@@ -73,19 +73,6 @@ func loadDeadlines(ctx context.Context, st *shard.Store, shards int, ids []strin
 	return time.Since(start), err
 }
 
-// tracked is the number of members over all shards.
-func tracked(ctx context.Context, st *shard.Store, shards int) (int64, error) {
-	sizes, err := st.Sizes(ctx, shards)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, s := range sizes {
-		n += s
-	}
-	return n, nil
-}
-
 // waitReady waits until flatline has a watermark for every signals
 // partition and owns every shard's lease: from then on a due deadline fires
 // at once.

@@ -173,7 +173,7 @@ func runMassOnce(ctx context.Context, o *options, run int, settings ...map[strin
 		n := len(arrivals)
 		mu.Unlock()
 		if drained.IsZero() {
-			if left, err := tracked(ctx, st, o.shards); err == nil && left == 0 {
+			if left, err := st.Tracked(ctx, o.shards); err == nil && left == 0 {
 				drained = time.Now()
 			}
 		}

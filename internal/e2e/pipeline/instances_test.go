@@ -74,11 +74,7 @@ func TestNoIngestFiresNothing(t *testing.T) {
 	a := e2etest.Start(t, e.Cfg, app.Hooks{})
 	f := e2etest.StartFleet(t, e.Kafka.Brokers(), ids, 200*time.Millisecond, make([]time.Time, len(ids)))
 	e2etest.Eventually(t, 20*time.Second, "the fleet tracked", func() bool {
-		sizes, err := a.Store.Sizes(t.Context(), 4)
-		var n int64
-		for _, s := range sizes {
-			n += s
-		}
+		n, err := a.Store.Tracked(t.Context(), 4)
 		return err == nil && n == int64(len(ids))
 	})
 	if err := a.Stop(); err != nil {

@@ -65,11 +65,7 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 			// Storage while tracked: one member per device; an override
 			// entry only where the timeout differs from the class's.
 			e2etest.Eventually(t, 10*time.Second, "the devices tracked", func() bool {
-				sizes, err := inst.Store.Sizes(context.Background(), 4)
-				var n int64
-				for _, s := range sizes {
-					n += s
-				}
+				n, err := inst.Store.Tracked(context.Background(), 4)
 				return err == nil && n == int64(len(cases))
 			})
 			for id, c := range cases {

@@ -42,15 +42,8 @@ func warm(t *testing.T, inst *e2etest.Instance, n int64) {
 	t.Helper()
 	ctx := t.Context()
 	e2etest.Eventually(t, 30*time.Second, "every device tracked", func() bool {
-		sizes, err := inst.Store.Sizes(ctx, 16)
-		if err != nil {
-			return false
-		}
-		var sum int64
-		for _, s := range sizes {
-			sum += s
-		}
-		return sum == n
+		tracked, err := inst.Store.Tracked(ctx, 16)
+		return err == nil && tracked == n
 	})
 	time.Sleep(5 * interval) // a few rounds of traffic: the usual gaps between records
 }
