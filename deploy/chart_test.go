@@ -489,18 +489,23 @@ func TestChartRefusesWhatWouldNotWork(t *testing.T) {
 	}
 }
 
+// passwordSecrets names a Secret for each of the three passwords (Redis,
+// Sentinel, Kafka SASL, the last under a key of its own) and the settings
+// that use them.
+var passwordSecrets = []string{
+	"--set", "secrets.redisPassword.name=redis-auth",
+	"--set", "secrets.redisSentinelPassword.name=sentinel-auth",
+	"--set", "config.redis.mode=sentinel",
+	"--set", "config.redis.sentinel.master=flatline",
+	"--set", "secrets.kafkaSaslPassword.name=kafka-auth",
+	"--set", "secrets.kafkaSaslPassword.key=sasl",
+	"--set", "config.kafka.sasl.mechanism=SCRAM-SHA-512",
+	"--set", "config.kafka.sasl.username=flatline",
+}
+
 func TestChartPasswordsComeFromSecrets(t *testing.T) {
 	t.Parallel()
-	r := render(t,
-		"--set", "secrets.redisPassword.name=redis-auth",
-		"--set", "secrets.redisSentinelPassword.name=sentinel-auth",
-		"--set", "config.redis.mode=sentinel",
-		"--set", "config.redis.sentinel.master=flatline",
-		"--set", "secrets.kafkaSaslPassword.name=kafka-auth",
-		"--set", "secrets.kafkaSaslPassword.key=sasl",
-		"--set", "config.kafka.sasl.mechanism=SCRAM-SHA-512",
-		"--set", "config.kafka.sasl.username=flatline",
-	)
+	r := render(t, passwordSecrets...)
 	want := map[string][2]string{
 		"FLATLINE_REDIS_PASSWORD":          {"redis-auth", "password"},
 		"FLATLINE_REDIS_SENTINEL_PASSWORD": {"sentinel-auth", "password"},
@@ -842,17 +847,7 @@ func TestChartServesTheWebConfigFromASecret(t *testing.T) {
 // flatline must load them.
 func TestChartMountsPasswordsAsFiles(t *testing.T) {
 	t.Parallel()
-	r := render(t,
-		"--set", "secrets.asFiles=true",
-		"--set", "secrets.redisPassword.name=redis-auth",
-		"--set", "secrets.redisSentinelPassword.name=sentinel-auth",
-		"--set", "config.redis.mode=sentinel",
-		"--set", "config.redis.sentinel.master=flatline",
-		"--set", "secrets.kafkaSaslPassword.name=kafka-auth",
-		"--set", "secrets.kafkaSaslPassword.key=sasl",
-		"--set", "config.kafka.sasl.mechanism=SCRAM-SHA-512",
-		"--set", "config.kafka.sasl.username=flatline",
-	)
+	r := render(t, append([]string{"--set", "secrets.asFiles=true"}, passwordSecrets...)...)
 	c := r.container()
 	for _, e := range c.Env {
 		if strings.HasSuffix(e.Name, "_PASSWORD") {

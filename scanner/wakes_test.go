@@ -68,6 +68,16 @@ func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg s
 	return &instance{store: store, scanner: sc, wakes: wakes}
 }
 
+// wakeTest is what each test here starts from: a Redis, a key prefix for
+// its instances, a context bounding the test, and the scanner's default
+// configuration polling every interval.
+func wakeTest(t *testing.T, interval time.Duration) (*testenv.RedisServer, string, context.Context, scanner.Config) {
+	t.Helper()
+	cfg := scanner.DefaultConfig()
+	cfg.Interval = interval
+	return testenv.Redis(t), testenv.Prefix(t), testenv.Context(t, 30*time.Second), cfg
+}
+
 // firedIDs returns a Fired hook that sends every fired member's id to the
 // returned channel.
 func firedIDs() (scanner.Hooks, <-chan string) {
@@ -102,12 +112,7 @@ func waitFired(ctx context.Context, t *testing.T, fired <-chan string, id, why s
 // a wake-up makes it read its shard again.
 func TestSoonDeadlineWakesTheScannerOfItsShard(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Redis(t)
-	prefix := testenv.Prefix(t)
-	ctx := testenv.Context(t, 30*time.Second)
-	cfg := scanner.DefaultConfig()
-	cfg.Interval = time.Minute
-
+	srv, prefix, ctx, cfg := wakeTest(t, time.Minute)
 	hooksA, firedA := firedIDs()
 	hooksB, firedB := firedIDs()
 	a := startInstance(t, srv.Client(t), prefix, cfg, 2, hooksA)
@@ -203,14 +208,10 @@ func (c *commandCounter) snapshot(key string) (passes, polled, polls int) {
 // Counted by the polls the client sent, not by the clock.
 func TestIdleShardCostsOneCommandPerPoll(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Redis(t)
-	prefix := testenv.Prefix(t)
-	ctx := testenv.Context(t, 30*time.Second)
+	srv, prefix, ctx, cfg := wakeTest(t, 20*time.Millisecond)
 	count := &commandCounter{passes: map[string]int{}, polled: map[string]int{}, poll: make(chan struct{}, 1)}
 	rdb := srv.Client(t)
 	rdb.AddHook(count)
-	cfg := scanner.DefaultConfig()
-	cfg.Interval = 20 * time.Millisecond
 	in := startInstance(t, rdb, prefix, cfg, 2, scanner.Hooks{})
 	keys := shard.NewKeys(prefix)
 	// Shard 0 holds a deadline an hour away, shard 1 nothing.
@@ -270,11 +271,7 @@ func TestIdleShardCostsOneCommandPerPoll(t *testing.T) {
 // subscription connection is killed; the poll is a minute away.
 func TestResubscribedInstancePassesEveryShard(t *testing.T) {
 	t.Parallel()
-	srv := testenv.Redis(t)
-	prefix := testenv.Prefix(t)
-	ctx := testenv.Context(t, 30*time.Second)
-	cfg := scanner.DefaultConfig()
-	cfg.Interval = time.Minute
+	srv, prefix, ctx, cfg := wakeTest(t, time.Minute)
 	hooks, fired := firedIDs()
 	in := startInstance(t, srv.Client(t), prefix, cfg, 1, hooks)
 	rdb := srv.Client(t)
