@@ -10,7 +10,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // PeersResult is what bench/peers (a separate Go module, so flatline does
@@ -46,7 +47,7 @@ func runPeers(ctx context.Context, o *options, extra ...string) (*PeersResult, e
 	if err != nil {
 		return nil, err
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testenv.ChildProcAttr() // killed if the bench dies
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.peersBin, err)
 	}
