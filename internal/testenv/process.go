@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flatline-dev/flatline/configs"
 )
 
 // Process is a child process — a redis-server, a flatline under test or
@@ -103,4 +105,15 @@ func ChildEnv(vars map[string]string) []string {
 		env = append(env, k+"="+vars[k])
 	}
 	return env
+}
+
+// SettingsEnv is ChildEnv with flatline settings given by configuration key
+// (redis.addrs -> FLATLINE_REDIS_ADDRS), as the benchmarks configure their
+// children.
+func SettingsEnv(settings map[string]string) []string {
+	vars := make(map[string]string, len(settings))
+	for k, v := range settings {
+		vars[configs.EnvName(k)] = v
+	}
+	return ChildEnv(vars)
 }

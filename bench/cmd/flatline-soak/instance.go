@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -32,16 +31,16 @@ type instance struct {
 }
 
 // startInstance runs bin serve with settings (configuration key -> value)
-// as FLATLINE_* variables (settingsEnv). Its output goes to stderr, each
-// line prefixed with its instance_id; the kernel kills it if this program
-// dies, so no flatline outlives a soak stopped with SIGKILL.
+// as FLATLINE_* variables (testenv.SettingsEnv). Its output goes to
+// stderr, each line prefixed with its instance_id; the kernel kills it if
+// this program dies, so no flatline outlives a soak stopped with SIGKILL.
 func startInstance(bin, slot string, gen int, httpAddr string, settings map[string]string) (*instance, error) {
 	in := &instance{slot: slot, gen: gen, id: fmt.Sprintf("soak-%s%d", slot, gen), httpAddr: httpAddr}
 	all := maps.Clone(settings)
 	all["http.addr"] = httpAddr
 	all["instance_id"] = in.id
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = settingsEnv(all)
+	cmd.Env = testenv.SettingsEnv(all)
 	out := &prefixWriter{w: os.Stderr, prefix: fmt.Sprintf("  %s| ", in.id)}
 	cmd.Stdout, cmd.Stderr = out, out
 	in.started = time.Now()
@@ -51,17 +50,6 @@ func startInstance(bin, slot string, gen int, httpAddr string, settings map[stri
 	}
 	in.proc, in.pid = p, p.Pid()
 	return in, nil
-}
-
-// settingsEnv is the environment of a flatline child: settings
-// (configuration key -> value) as FLATLINE_* variables over
-// testenv.ChildEnv.
-func settingsEnv(settings map[string]string) []string {
-	vars := make(map[string]string, len(settings))
-	for k, v := range settings {
-		vars[configs.EnvName(k)] = v
-	}
-	return testenv.ChildEnv(vars)
 }
 
 // exited reports whether the process has exited.

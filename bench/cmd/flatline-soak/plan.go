@@ -12,6 +12,7 @@ import (
 
 	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/freeport"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // The disturbances all happen in the first half, at these fractions of the
@@ -294,7 +295,7 @@ func (p *plan) cli(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.o.flatline, args...)
-	cmd.Env = settingsEnv(p.settings)
+	cmd.Env = testenv.SettingsEnv(p.settings)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
