@@ -8,8 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/flatline-dev/flatline/configs"
 )
 
 // Process is a child process — a redis-server, a flatline under test or
@@ -109,11 +107,13 @@ func ChildEnv(vars map[string]string) []string {
 
 // SettingsEnv is ChildEnv with flatline settings given by configuration key
 // (redis.addrs -> FLATLINE_REDIS_ADDRS), as the benchmarks configure their
-// children.
+// children. The names follow configs' rule (FLATLINE_, the key upper-cased,
+// "." -> "_"), written out here: configs imports the packages whose tests
+// import testenv.
 func SettingsEnv(settings map[string]string) []string {
 	vars := make(map[string]string, len(settings))
 	for k, v := range settings {
-		vars[configs.EnvName(k)] = v
+		vars["FLATLINE_"+strings.ToUpper(strings.ReplaceAll(k, ".", "_"))] = v
 	}
 	return ChildEnv(vars)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -75,5 +76,15 @@ func TestStartRedisServesUntilClose(t *testing.T) {
 	srv.Close()
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("redis-server %d after Close: %v, want no such process", pid, err)
+	}
+}
+
+// SettingsEnv names every setting's variable as configs does.
+func TestSettingsEnvNamesVariablesAsConfigs(t *testing.T) {
+	for _, key := range configs.Keys() {
+		env := testenv.SettingsEnv(map[string]string{key: "v"})
+		if want := configs.EnvName(key) + "=v"; !slices.Contains(env, want) {
+			t.Errorf("%s: no %s in the child's environment", key, want)
+		}
 	}
 }
