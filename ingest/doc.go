@@ -23,8 +23,10 @@
 //     batches in Redis at once when their writes commute; after each write,
 //     in batch order, its processor sends the dead letters and the
 //     recovered events (process.go);
-//   - the raise loop (watermark.go) and the commit loop (commit.go) take the
-//     newest watermarks and offsets of written batches (pendingmax.go);
+//   - each written batch's watermarks go to this process's scanners at
+//     once (Options.Raised); the raise loop (watermark.go) raises them in
+//     Redis, for the other instances, and the commit loop (commit.go)
+//     commits the offsets, each taking the newest (pendingmax.go);
 //   - the prober (probe.go) asks Kafka for the high-water marks of the owned
 //     partitions every ingest.probe_interval; a partition whose every record
 //     up to the mark is written gets the probe's send time as its

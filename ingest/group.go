@@ -148,7 +148,11 @@ func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, a
 		r.guard = guard
 		gen.Start(r.run)
 	}
-	commits, raises := newPendingMax(), newPendingMax()
+	commits := newPendingMax()
+	// confirmed is the latest moment the prober confirmed the signals
+	// topic's partition count for; no watermark passes it.
+	confirmed := new(atomic.Int64)
+	raises := newRaiser(in, confirmed, guard)
 	// Three batches in flight: the batcher prepares the next while the
 	// writer has two in Redis; watermarks and commits stay in order.
 	free := make(chan *processor, writesInFlight+1)
@@ -159,10 +163,7 @@ func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, a
 	gen.Start(func(gctx context.Context) { in.batcher(gctx, msgs, free, prepared) })
 	gen.Start(func(gctx context.Context) { in.writer(gctx, commits, raises, pos, free, prepared) })
 	gen.Start(func(gctx context.Context) { in.commitLoop(gctx, gen, commits) })
-	// confirmed is the latest moment the prober confirmed the signals
-	// topic's partition count for; no watermark passes it.
-	confirmed := new(atomic.Int64)
-	gen.Start(func(gctx context.Context) { in.raiseLoop(gctx, raises, confirmed, guard) })
+	gen.Start(raises.run)
 	gen.Start(func(gctx context.Context) { in.probe(gctx, client, pos, confirmed, guard) })
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -38,8 +39,11 @@ type rig struct {
 	metrics   *metrics.Metrics
 	committed chan map[int]int64
 	have      map[int]int64 // offsets committed so far, as the hook saw them
-	raised    atomic.Int64  // times ingest raised watermarks in Redis (probe rounds included)
-	stop      func()
+	raised    atomic.Int64  // times ingest handed watermarks to the local scanners (probe rounds included)
+	// handed, if set before start, receives a copy of every non-empty
+	// hand-over (dropped when full).
+	handed chan map[int]int64
+	stop   func()
 }
 
 func newRig(t *testing.T, redisArgs ...string) *rig {
@@ -100,7 +104,15 @@ func (r *rig) start(t *testing.T, cfg ingest.Config) {
 	in, err := ingest.New(cfg, ingest.Options{
 		Store: r.store, Layout: w, Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: r.kcfg,
 		Metrics: r.metrics, Log: log,
-		Raised: func(map[int]int64) { r.raised.Add(1) },
+		Raised: func(wms map[int]int64) {
+			r.raised.Add(1)
+			if r.handed != nil && len(wms) > 0 {
+				select {
+				case r.handed <- maps.Clone(wms):
+				default:
+				}
+			}
+		},
 		Hooks: ingest.Hooks{Committed: func(o map[int]int64) {
 			cp := make(map[int]int64, len(o))
 			for p, off := range o {

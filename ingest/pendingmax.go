@@ -4,7 +4,7 @@ import "sync"
 
 // pendingMax holds, per partition, the highest value not yet handed to a
 // background loop: the written offsets for commitLoop, the watermarks for
-// raiseLoop. Both only ever move forward, so the newest value stands for
+// raiser.run. Both only ever move forward, so the newest value stands for
 // every older one and the loop can skip what it missed. The writer adds
 // without waiting for Kafka's or Redis's answer, and the loop takes the
 // whole map when it wakes.

@@ -92,12 +92,16 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 			return
 		}
 		guard.capAt(wms)
+		// This process's scanners first, as with written batches (see
+		// raiser): what the probe found is true whether or not Redis has
+		// it yet.
+		if in.opts.Raised != nil {
+			in.opts.Raised(wms)
+		}
 		if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil {
 			if ctx.Err() == nil {
 				in.opts.Log.Debug("raise watermarks", "err", err)
 			}
-		} else if in.opts.Raised != nil {
-			in.opts.Raised(wms)
 		}
 		select {
 		case <-ctx.Done():

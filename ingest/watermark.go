@@ -87,22 +87,61 @@ func (p *position) reached(written int64) int64 {
 	return t
 }
 
-// raiseLoop raises the watermarks of written batches in Redis, the newest
-// per partition at a time, and hands them to the local scanners. None goes
-// past confirmed, the latest moment the prober confirmed the signals
-// topic's partition count for (see probe), nor past what the storm guard
-// allows (stall.go).
-func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax, confirmed *atomic.Int64, guard *stallGuard) {
+// raiser carries the watermarks of written batches on: to this process's
+// scanners as soon as each batch is written (Options.Raised), and to Redis,
+// where the other instances' gates and the partitions' next owner read
+// them, in the background (run). A watermark says which records are in
+// Redis, and a written batch's are: so the local hand-over does not wait
+// for the raise in Redis. Raised only after it, each local watermark was
+// late by a round trip to Redis, and by more while the raise of the batch
+// before was still out (one raise at a time), which on a busy machine,
+// under load, came to tens of milliseconds. None goes past confirmed, the
+// latest moment the prober confirmed the signals topic's partition count
+// for (see probe), nor past what the storm guard allows (stall.go), here
+// or in Redis.
+type raiser struct {
+	in        *Ingest
+	pending   *pendingMax
+	confirmed *atomic.Int64
+	guard     *stallGuard
+	local     map[int]int64 // wrote's, reused: Raised does not keep it
+}
+
+func newRaiser(in *Ingest, confirmed *atomic.Int64, guard *stallGuard) *raiser {
+	return &raiser{in: in, pending: newPendingMax(), confirmed: confirmed, guard: guard, local: make(map[int]int64)}
+}
+
+// wrote takes the watermark candidates of a batch just written. Only the
+// writer calls it, one batch after the other.
+func (r *raiser) wrote(wms map[int]int64) {
+	if h := r.in.opts.Raised; h != nil {
+		clear(r.local)
+		for p, v := range wms {
+			r.local[p] = v
+		}
+		capAt(r.local, r.confirmed.Load())
+		r.guard.capAt(r.local)
+		if len(r.local) > 0 {
+			h(r.local)
+		}
+	}
+	r.pending.add(wms)
+}
+
+// run raises the watermarks of written batches in Redis, the newest per
+// partition at a time, until ctx ends.
+func (r *raiser) run(ctx context.Context) {
+	in := r.in
 	outage := retry.Outage{Log: in.opts.Log, Down: "raise watermarks"}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.wake:
+		case <-r.pending.wake:
 		}
-		wms := r.take()
-		capAt(wms, confirmed.Load())
-		guard.capAt(wms)
+		wms := r.pending.take()
+		capAt(wms, r.confirmed.Load())
+		r.guard.capAt(wms)
 		if len(wms) == 0 {
 			continue
 		}
@@ -112,16 +151,13 @@ func (in *Ingest) raiseLoop(ctx context.Context, r *pendingMax, confirmed *atomi
 			}
 			outage.Failed(err)
 			// Kept for the next try, which takes the newer ones with it.
-			r.add(wms)
+			r.pending.add(wms)
 			if !retry.Sleep(ctx, raiseRetry) {
 				return
 			}
 			continue
 		}
 		outage.Succeeded()
-		if in.opts.Raised != nil {
-			in.opts.Raised(wms)
-		}
 	}
 }
 

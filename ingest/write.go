@@ -4,7 +4,7 @@ import "context"
 
 // writer writes prepared batches in order, then moves the written offsets,
 // the watermarks and the commits on.
-func (in *Ingest) writer(ctx context.Context, commits, raises *pendingMax, pos map[int]*position, free chan<- *processor, prepared <-chan *processor) {
+func (in *Ingest) writer(ctx context.Context, commits *pendingMax, raises *raiser, pos map[int]*position, free chan<- *processor, prepared <-chan *processor) {
 	// Two batches in Redis at once: the next batch's commands go out while
 	// Redis still works through the previous one's, so Redis does not sit
 	// idle while a reply is read and the next request written. Only
@@ -45,9 +45,10 @@ func (in *Ingest) writer(ctx context.Context, commits, raises *pendingMax, pos m
 					wms[part] = t
 				}
 			}
-			// Watermark and commit follow in the background: the next
+			// The local scanners take the watermarks at once; their raise
+			// in Redis and the commit follow in the background: the next
 			// batch goes to Redis at once.
-			raises.add(wms)
+			raises.wrote(wms)
 			commits.add(offsets)
 			free <- p
 		}

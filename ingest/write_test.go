@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestWriterOverlapsOnlyCommutingBatches(t *testing.T) {
 	for _, p := range ps {
 		prepared <- p
 	}
-	commits, raises := newPendingMax(), newPendingMax()
+	commits, raises := newPendingMax(), newRaiser(in, new(atomic.Int64), nil)
 	done := make(chan struct{})
 	go func() { defer close(done); in.writer(ctx, commits, raises, map[int]*position{0: {}}, free, prepared) }()
 	for n := range ps {
