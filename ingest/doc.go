@@ -28,9 +28,10 @@
 //     Redis, for the other instances, and the commit loop (commit.go)
 //     commits the offsets, each taking the newest (pendingmax.go);
 //   - the prober (probe.go) asks Kafka for the high-water marks of the owned
-//     partitions every ingest.probe_interval; a partition whose every record
-//     up to the mark is written gets the probe's send time as its
-//     watermark, so an idle partition does not hold firing back (one whose
+//     partitions every ingest.probe_interval, and beside them the topic's
+//     partition count, which every watermark waits for; a partition whose
+//     every record up to the mark is written gets the probe's send time as
+//     its watermark, so an idle partition does not hold firing back (one whose
 //     written offset lies past the mark, a committed offset the partition
 //     does not hold, is not caught up: its reader is about to move).
 //

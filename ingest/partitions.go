@@ -17,8 +17,9 @@ import (
 //
 // A count asked after a moment T is a confirmation for T: partitions are
 // only ever added, so the topic had at most that many at T, and a producer
-// could not have written to any other. The prober asks right after each
-// high-water-mark probe, so every watermark it raises is confirmed that way.
+// could not have written to any other. The prober asks beside each
+// high-water-mark probe, after reading the probe's send time, so every
+// watermark it raises is confirmed that way.
 type partitionCounter struct {
 	dialer  *kafka.Dialer
 	brokers []string

@@ -62,9 +62,19 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 	}
 	wms := make(map[int]int64, len(pos))
 	hwms := make(map[int]int64, len(pos))
+	counted := make(chan partitionCount, 1)
 	for {
 		sent := in.opts.Now().UnixMilli()
 		clear(wms)
+		// The count is asked beside the high-water marks, not after them:
+		// asked after sent, it confirms sent either way, and the
+		// watermarks wait for one round trip to the brokers instead of
+		// two. It is asked even when the probe fails: the watermarks of
+		// fetched batches move only as far as it was confirmed.
+		go func() {
+			n, err := counter.count(ctx)
+			counted <- partitionCount{n, err}
+		}()
 		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
 		if err == nil {
 			in.probed(sent, resp.Topics[topic], pos, wms)
@@ -72,9 +82,8 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		} else if ctx.Err() == nil {
 			in.opts.Log.Debug("probe high-water marks", "err", err)
 		}
-		// The count is asked even when the probe failed: the watermarks of
-		// fetched batches move only as far as it was confirmed.
-		n, err := counter.count(ctx)
+		c := <-counted
+		n, err := c.n, c.err
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -103,12 +112,22 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 				in.opts.Log.Debug("raise watermarks", "err", err)
 			}
 		}
+		// The storm guard's own round trips to Redis (re-reading the
+		// stalls, saving what it learned) come last: they are bookkeeping,
+		// and must not hold this probe's watermarks back.
+		guard.maintain(ctx, sent)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// partitionCount is what partitionCounter.count answered.
+type partitionCount struct {
+	n   int
+	err error
 }
 
 // partitionsChanged records a new partition count of the signals topic in

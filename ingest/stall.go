@@ -236,8 +236,9 @@ func (g *stallGuard) capAt(wms map[int]int64) {
 }
 
 // probed takes the high-water marks a probe sent at sentMs found, detects
-// stalls and their ends, and records them in Redis. It runs on the prober's
-// goroutine, before the probe's watermarks are capped and raised.
+// stalls and their ends, and records those in Redis. It runs on the
+// prober's goroutine, before the probe's watermarks are capped and raised;
+// the periodic round trips are maintain's, after them.
 func (g *stallGuard) probed(ctx context.Context, sentMs int64, offsets map[int]int64) {
 	if g == nil || !g.cfg.Holding() {
 		return
@@ -302,6 +303,15 @@ func (g *stallGuard) probed(ctx context.Context, sentMs int64, offsets map[int]i
 			t.stall = mark
 			t.mu.Unlock()
 		}
+	}
+}
+
+// maintain does the guard's periodic round trips to Redis, after a probe
+// sent at sentMs was raised: it re-reads the stalls now and then (refresh)
+// and saves what it learned of the partitions (save).
+func (g *stallGuard) maintain(ctx context.Context, sentMs int64) {
+	if g == nil || !g.cfg.Holding() {
+		return
 	}
 	g.refresh(ctx, sentMs)
 	g.save(ctx, sentMs)
