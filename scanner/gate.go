@@ -28,12 +28,12 @@ type Gate struct {
 	mu      sync.Mutex
 	waiters []func(wm int64)
 	// known holds, per partition, the highest wm(p) seen: polled from
-	// Redis or handed over by this process's ingest (Raised). Each is a
-	// lower bound of a value that only moves forward, so the minimum over
-	// them is one too. n is the partition count as Redis last told it.
+	// Redis or handed over by this process's ingest (Raised), which may
+	// be ahead of Redis's until its raise lands. Each is a moment before
+	// which every record of its partition is in Redis, so the minimum over
+	// them is one for all. n is the partition count as Redis last told it.
 	known   map[int]int64
 	n       int
-	kick    chan struct{}
 	stalled atomic.Bool
 	started time.Time
 
@@ -50,7 +50,7 @@ type Gate struct {
 // NewGate returns a gate polling the watermarks every poll. A watermark more
 // than stallWarn behind now is logged as stalled.
 func NewGate(store *shard.Store, poll, grace, stallWarn time.Duration, log *slog.Logger) *Gate {
-	return &Gate{store: store, poll: poll, grace: grace, stallWarn: stallWarn, now: time.Now, log: log, kick: make(chan struct{}, 1)}
+	return &Gate{store: store, poll: poll, grace: grace, stallWarn: stallWarn, now: time.Now, log: log}
 }
 
 // Watermark is min over partitions of wm(p) in Unix ms (0 when unknown).
@@ -96,8 +96,10 @@ func (g *Gate) StormID() string {
 // the first).
 func (g *Gate) State() *shard.GateState { return g.state.Load() }
 
-// OnAdvance registers fn to be called (from the gate's goroutine) whenever
-// the watermark moves forward.
+// OnAdvance registers fn to be called whenever the watermark moves forward:
+// from the gate's goroutine after a poll, or from the caller of Raised. fn
+// must not block; calls may overlap, and one may bring an older watermark
+// than another already brought.
 func (g *Gate) OnAdvance(fn func(wm int64)) {
 	g.mu.Lock()
 	g.waiters = append(g.waiters, fn)
@@ -136,18 +138,19 @@ func (g *Gate) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Raised takes the watermarks this process's ingest has just raised in
-// Redis, so a local write wakes the scanners at once instead of at the
-// next poll; partitions of other instances keep their polled values. It
-// never blocks: the gate's own goroutine (Run) recomputes and notifies.
+// Raised takes the watermarks of batches this process's ingest has just
+// written, so a local write wakes the scanners at once instead of at the
+// next poll; partitions of other instances keep their polled values. The
+// minimum is recomputed and the scanners woken on the caller's goroutine,
+// not handed to the gate's: that one spends most of its time in a poll's
+// round trip to Redis, and on a busy machine a hand-over waiting for it
+// was late by that round trip. It never blocks.
 func (g *Gate) Raised(wms map[int]int64) {
 	g.mu.Lock()
 	g.merge(wms)
+	min, ws := g.advance()
 	g.mu.Unlock()
-	select {
-	case g.kick <- struct{}{}:
-	default:
-	}
+	g.notify(ws, min)
 }
 
 // recompute notifies the waiters if the known watermarks moved the minimum.
@@ -235,16 +238,10 @@ func (g *Gate) Run(ctx context.Context) error {
 		} else {
 			outage.Succeeded()
 		}
-		// Until the next poll, take what this process's ingest hands over.
-		for waiting := true; waiting; {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-g.kick:
-				g.recompute()
-			case <-t.C:
-				waiting = false
-			}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
 		}
 	}
 }

@@ -47,3 +47,29 @@ func TestGateTakesLocalRaisesBetweenPolls(t *testing.T) {
 		t.Fatalf("Watermark() = %d, want %d", got, t0+300)
 	}
 }
+
+// A local raise moves the gate and wakes its waiters before Raised returns,
+// on the caller's goroutine: it never waits for the gate's own goroutine,
+// which is mostly in a poll's round trip to Redis (here it never runs).
+func TestGateMovesWithinRaised(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Minute).UnixMilli()
+	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: t0, 1: t0}); err != nil {
+		t.Fatal(err)
+	}
+	gate := scanner.NewGate(store, time.Hour, 0, time.Hour, slog.New(slog.DiscardHandler))
+	var advanced []int64
+	gate.OnAdvance(func(wm int64) { advanced = append(advanced, wm) })
+	if err := gate.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gate.Raised(map[int]int64{0: t0 + 500, 1: t0 + 300})
+	if got := gate.Watermark(); got != t0+300 {
+		t.Fatalf("Watermark() right after Raised = %d, want %d", got, t0+300)
+	}
+	if len(advanced) != 2 || advanced[1] != t0+300 {
+		t.Fatalf("waiters saw %v, want the poll's %d then the raise's %d", advanced, t0, t0+300)
+	}
+}
