@@ -45,10 +45,10 @@ type Options struct {
 	// RecoveryWindow bounds how long after its timeout a device's return
 	// counts as a recovery (dispatch.recovery_window).
 	RecoveryWindow time.Duration
-	// Raised, if set, receives the watermarks (partition → Unix ms) each
-	// time ingest has raised them in Redis: the scanners of the same
-	// process take them at once instead of at their next poll. It must not
-	// block and must not keep the map.
+	// Raised, if set, receives the watermarks (partition → Unix ms) as
+	// soon as the records behind them are in Redis, before they are raised
+	// there: the scanners of the same process take them at once instead of
+	// at their next poll. It must not block and must not keep the map.
 	Raised func(wms map[int]int64)
 	// Storm is the storm guard's configuration: stalled partitions hold
 	// their watermarks (see stall.go).
