@@ -10,8 +10,9 @@
 // poll's reach, on whichever instance wrote it (Wakes); by the watermark
 // releasing a held deadline; by a completed group. So timeouts are not late
 // by a polling period. One more gocron job, the poll, reads the next
-// deadline of every shard each scanner.interval in one round trip, a safety
-// net: an idle shard costs one command per interval, and no goroutine.
+// deadline of every shard each scanner.interval, a slice of the shards per
+// round trip spread over the interval, a safety net: an idle shard costs
+// one command per interval, and no goroutine.
 //
 // Firing is gated by the watermark (see Gate): only deadlines at or before
 // min(now, watermark) − scanner.grace fire, so a lagging or dead ingest stalls

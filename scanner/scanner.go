@@ -100,9 +100,12 @@ type Scanner struct {
 	heldMu sync.Mutex
 	held   map[*shardScanner]struct{}
 
-	// The poll's buffers (one poll at a time: a singleton job).
-	polled  []*shardScanner
-	pollIDs []int
+	// The poll's slice count, the next slice, and its buffers (one poll
+	// at a time: a singleton job).
+	pollSlices int
+	pollNext   int
+	polled     []*shardScanner
+	pollIDs    []int
 
 	// dispatchCtx is Run's context without its cancellation, so batches in
 	// flight finish after Run's ctx is cancelled; Run cancels it once the
@@ -145,9 +148,11 @@ func New(cfg Config, opts Options) (*Scanner, error) {
 	s.scans.Log = opts.Log
 	s.scans.Down = "scanners paused: cannot read shards, retrying every interval"
 	s.scans.Up = "scanners resumed"
-	// One poll for all shards, in one round trip: a shard costs a command
-	// per interval, not a round trip and a scheduled job run of its own.
-	if _, err := sched.NewJob(gocron.DurationJob(cfg.Interval), gocron.NewTask(s.poll),
+	// One poll for all shards, a slice of them per round trip (see poll): a
+	// shard costs a command per interval, not a round trip and a scheduled
+	// job run of its own.
+	s.pollSlices = pollSlices(cfg.Interval)
+	if _, err := sched.NewJob(gocron.DurationJob(cfg.Interval/time.Duration(s.pollSlices)), gocron.NewTask(s.poll),
 		gocron.WithSingletonMode(gocron.LimitModeReschedule)); err != nil {
 		return nil, fmt.Errorf("schedule the poll: %w", err)
 	}

@@ -264,6 +264,85 @@ func TestIdleShardCostsOneCommandPerPoll(t *testing.T) {
 	}
 }
 
+// The poll reads the shards a slice at a time, one round trip per slice,
+// so that many shards are not one burst of commands an interval: here an
+// interval of three poll steps reads six shards in three slices, each
+// slice's ids congruent modulo three, every shard once an interval.
+func TestPollReadsTheShardsASliceAtATime(t *testing.T) {
+	t.Parallel()
+	srv, prefix, ctx, cfg := wakeTest(t, 300*time.Millisecond)
+	rec := &pollRecorder{poll: make(chan []string, 100)}
+	rdb := srv.Client(t)
+	rdb.AddHook(rec)
+	in := startInstance(t, rdb, prefix, cfg, 8, scanner.Hooks{})
+	if err := in.scanner.SetShards([]int{0, 1, 2, 3, 4, 5}); err != nil {
+		t.Fatal(err)
+	}
+	keys := shard.NewKeys(prefix)
+	idOf := make(map[string]int)
+	for i := range 6 {
+		idOf[keys.Deadlines(i)] = i
+	}
+	// Three consecutive polls after the first: one slice each, together
+	// every shard once.
+	next := func() []int {
+		t.Helper()
+		select {
+		case ks := <-rec.poll:
+			ids := make([]int, 0, len(ks))
+			for _, k := range ks {
+				ids = append(ids, idOf[k])
+			}
+			return ids
+		case <-ctx.Done():
+			t.Fatal("no poll")
+			return nil
+		}
+	}
+	next()
+	seen := make(map[int]int)
+	for range 3 {
+		ids := next()
+		if len(ids) != 2 || ids[0]%3 != ids[1]%3 {
+			t.Fatalf("a poll read shards %v, want one slice: two shards with ids congruent modulo 3", ids)
+		}
+		for _, id := range ids {
+			seen[id]++
+		}
+	}
+	for i := range 6 {
+		if seen[i] != 1 {
+			t.Errorf("shard %d read %d times by three polls, want once", i, seen[i])
+		}
+	}
+}
+
+// pollRecorder sends the keys of every poll (a pipeline of ZRANGEs only) a
+// client sends.
+type pollRecorder struct{ poll chan []string }
+
+func (r *pollRecorder) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (r *pollRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (r *pollRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		keys := make([]string, 0, len(cmds))
+		for _, cmd := range cmds {
+			if cmd.Name() != "zrange" {
+				return next(ctx, cmds)
+			}
+			keys = append(keys, cmd.Args()[1].(string))
+		}
+		if len(keys) > 0 {
+			select {
+			case r.poll <- keys:
+			default:
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
 // Announcements published while a subscription is down are lost: once
 // go-redis has subscribed again, every shard of the instance passes, and
 // finds what it was not told about. Here the deadline is written without an
