@@ -3,6 +3,7 @@ package scanner
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -61,13 +62,34 @@ func (l *Leaser) renewAfter() time.Duration {
 	return l.ttl/4 - l.tick/2
 }
 
+// renewBudget is how many due leases a round renews at most: twice the
+// share of the owned leases that falls due per round, and at least one
+// script's worth (shard.Store.RenewLeases). Leases gained together fall due
+// together; renewed all at once, 4,096 of them took over 10 ms of Redis's
+// time in one go at each renewal, and ingest's writes and watermark
+// raises queued behind them: on a busy machine, the deadlines due around
+// each renewal fired tens of milliseconds late. Renewed a budget at a time,
+// the oldest due ones first, they part into groups a round apart, and stay
+// so. Twice the share drains leases gained together within renewAfter/2,
+// so no lease gets older than 3/8 of its TTL before its renewal.
+func (l *Leaser) renewBudget(owned int) int {
+	perRound := (owned*int(l.tick) + int(l.renewAfter()) - 1) / int(l.renewAfter())
+	return max(2*perRound, minRenewBudget)
+}
+
+// minRenewBudget is a round's renewal budget however few leases are owned:
+// what one call of lease_renew_many renews.
+const minRenewBudget = 256
+
+// maxLeaseTick is the longest time between two rounds.
+const maxLeaseTick = 100 * time.Millisecond
+
 // NewLeaser returns a leaser for instance id that applies the owned shard
 // set with apply (normally Scanner.SetShards).
 func NewLeaser(store *shard.Store, id string, ttl time.Duration, layout LayoutSource, apply func([]int) error, m *metrics.Metrics, log *slog.Logger) *Leaser {
-	tick := ttl / 4
-	if tick > 500*time.Millisecond {
-		tick = 500 * time.Millisecond
-	}
+	// Rounds come often enough for the renewals to spread over several
+	// (see renewBudget), and for a free lease to be taken soon.
+	tick := min(ttl/4, maxLeaseTick)
 	return &Leaser{store: store, id: id, ttl: ttl, tick: tick, layout: layout, apply: apply,
 		log: log, metrics: m, now: time.Now, owned: make(map[int]bool), renewed: make(map[int]time.Time), Changed: make(chan struct{}, 1)}
 }
@@ -140,7 +162,7 @@ func (l *Leaser) round(ctx context.Context) {
 	changed := false
 	// Renewed in one round trip, and each lease only once a renewal is
 	// due, so an instance's leases cost Redis little however many
-	// shards it scans.
+	// shards it scans; at most renewBudget at a time, the oldest first.
 	var renew, lost []int
 	for id := range l.owned {
 		switch {
@@ -149,6 +171,14 @@ func (l *Leaser) round(ctx context.Context) {
 		case now.Sub(l.renewed[id]) >= l.renewAfter():
 			renew = append(renew, id)
 		}
+	}
+	if budget := l.renewBudget(len(l.owned)); len(renew) > budget {
+		slices.SortFunc(renew, func(a, b int) int { return l.renewed[a].Compare(l.renewed[b]) })
+		// Past an outage, what is older than half its TTL goes at once.
+		for budget < len(renew) && now.Sub(l.renewed[renew[budget]]) >= l.ttl/2 {
+			budget++
+		}
+		renew = renew[:budget]
 	}
 	if renewed, err := l.store.RenewLeases(ctx, renew, l.id, l.ttl); err == nil {
 		for k, id := range renew {
