@@ -23,9 +23,12 @@ import (
 // distinct devices or more, and stalled when, busy, its high-water mark
 // stood still for its threshold: storm.stall_after, or five of its usual
 // gaps between records when that is longer. A busy partition's watermark
-// never passes its last record's time + its threshold, stalled or not: so
-// the probes made between the pipe breaking and the stall's detection
-// cannot carry the watermark past the hold's start either.
+// never passes its last record's time + storm.stall_after, stalled or not:
+// so the probes made between the pipe breaking and the stall's detection
+// (five gaps later, for a partition whose records come in rounds) cannot
+// carry the watermark past the hold's start, and a deadline later than
+// stall_after after the outage's start never fires. Between the rounds of
+// such a partition firing waits for the next round: late, never false.
 type stallGuard struct {
 	in    *Ingest
 	cfg   storm.Config
@@ -229,7 +232,7 @@ func (g *stallGuard) capAt(wms map[int]int64) {
 		case t.stall != nil:
 			// An expired hold: the watermark follows probes again.
 		case g.busy(p, t, now):
-			wms[p] = min(v, t.lastRecordMs+g.threshold(p, t, now))
+			wms[p] = min(v, t.lastRecordMs+g.cfg.StallAfter.Milliseconds())
 		}
 		t.mu.Unlock()
 	}
@@ -259,7 +262,7 @@ func (g *stallGuard) probed(ctx context.Context, sentMs int64, offsets map[int]i
 		case stall != nil && !stall.Expired && sentMs >= stall.SinceMs+g.cfg.MaxHold.Milliseconds():
 			// Expired below.
 		case stall == nil && g.busy(p, t, sentMs) && sentMs-t.movedMs >= g.threshold(p, t, sentMs):
-			mark = &shard.Stall{SinceMs: sentMs, CapMs: t.lastRecordMs + g.threshold(p, t, sentMs), HWM: t.hwm}
+			mark = &shard.Stall{SinceMs: sentMs, CapMs: t.lastRecordMs + g.cfg.StallAfter.Milliseconds(), HWM: t.hwm}
 		}
 		t.mu.Unlock()
 		switch {

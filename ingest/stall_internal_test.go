@@ -27,7 +27,7 @@ func observed(prefix string, n int, at time.Time) []kfetch.Record {
 
 // TestBusyPartitionsWatermarkStaysNearItsLastRecord: a partition whose
 // records come from storm.min_devices devices is capped at its last
-// record + its threshold; one with fewer devices is not capped at all.
+// record + stall_after; one with fewer devices is not capped at all.
 func TestBusyPartitionsWatermarkStaysNearItsLastRecord(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	g := guardAt(&now, nil)
@@ -74,16 +74,16 @@ func TestThresholdIsFiveUsualGapsWhenLonger(t *testing.T) {
 }
 
 // TestNewOwnerTakesItsFormerOwnersWord: before it saw a window of its own,
-// a new owner caps a partition its former owner found busy, from the
-// former owner's last record.
+// a new owner caps a partition its former owner found busy, at the former
+// owner's last record + stall_after.
 func TestNewOwnerTakesItsFormerOwnersWord(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	last := now.Add(-3 * time.Second).UnixMilli()
 	g := guardAt(&now, map[int]shard.Traffic{0: {LastRecordMs: last, HWM: 500, ThresholdMs: 700, Busy: true}})
 	wms := map[int]int64{0: now.UnixMilli(), 1: now.UnixMilli()}
 	g.capAt(wms)
-	if wms[0] != last+700 {
-		t.Errorf("partition 0 capped at %d, want the former owner's last record + threshold = %d", wms[0], last+700)
+	if want := last + storm.DefaultConfig().StallAfter.Milliseconds(); wms[0] != want {
+		t.Errorf("partition 0 capped at %d, want the former owner's last record + stall_after = %d", wms[0], want)
 	}
 	if wms[1] != now.UnixMilli() {
 		t.Errorf("partition 1 (no former word) capped at %d", wms[1])

@@ -233,9 +233,11 @@ func TestStalledPartitionsAmongFlowingOnes(t *testing.T) {
 	warm(t, inst, devices)
 	go p.breakFor(outage, nil, nil, 0, map[int]bool{2: true, 5: true})
 	holdSince(t, inst)
-	if got := stalled(t, inst); !slices.Equal(got, []int{2, 5}) {
-		t.Errorf("stalled partitions %v, want [2 5]", got)
-	}
+	var got []int
+	e2etest.Eventually(t, 5*time.Second, "partitions 2 and 5 stalled", func() bool {
+		got = stalled(t, inst)
+		return slices.Equal(got, []int{2, 5})
+	})
 	e2etest.Eventually(t, 15*time.Second, "the pipe to return", func() bool { return !p.returned().IsZero() })
 	time.Sleep(timeout + 2*time.Second) // past when any held device could fire
 	to, rec, _ := byType(events)

@@ -24,14 +24,16 @@ type pipe struct {
 	// partitions see none of its traffic.
 	partitionOf func(i int) int
 
-	mu       sync.Mutex
-	down     bool      // the pipe is broken: nothing is produced
-	downAt   time.Time // when it broke
-	backAt   time.Time // when the first round after it was acknowledged
-	deadAt   map[int]time.Time
-	late     map[int]bool
-	lateBy   time.Duration
-	stopOnly map[int]bool // partitions the outage stops (nil: all)
+	mu     sync.Mutex
+	down   bool      // the pipe is broken: nothing is produced
+	downAt time.Time // when it broke
+	backAt time.Time // when the first round after it was acknowledged
+	deadAt map[int]time.Time
+	late   map[int]bool
+	// returnedLate marks the late devices that beat since they came back.
+	returnedLate map[int]bool
+	lateBy       time.Duration
+	stopOnly     map[int]bool // partitions the outage stops (nil: all)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -41,7 +43,7 @@ type pipe struct {
 // device's heartbeats (else murmur2 of the key, as any producer would).
 func startPipe(t *testing.T, brokers []string, ids []string, interval time.Duration, partitionOf func(i int) int) *pipe {
 	t.Helper()
-	p := &pipe{ids: ids, interval: interval, partitionOf: partitionOf, deadAt: map[int]time.Time{}, late: map[int]bool{}, done: make(chan struct{})}
+	p := &pipe{ids: ids, interval: interval, partitionOf: partitionOf, deadAt: map[int]time.Time{}, late: map[int]bool{}, returnedLate: map[int]bool{}, done: make(chan struct{})}
 	w := e2etest.NewWriter(brokers, e2etest.Signals)
 	if partitionOf != nil {
 		of := make(map[string]int, len(ids))
@@ -69,7 +71,13 @@ func (p *pipe) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
 		p.mu.Lock()
 		back := !p.backAt.IsZero() || p.downAt.IsZero()
 		for i, id := range p.ids {
-			if i%phases != slot {
+			// A late device beats at once when it comes back, then at its
+			// phase again.
+			back := p.late[i] && !p.backAt.IsZero() && !now.Before(p.backAt.Add(p.lateBy)) && !p.returnedLate[i]
+			if back {
+				p.returnedLate[i] = true
+			}
+			if i%phases != slot && !back {
 				continue
 			}
 			if p.down && (p.stopOnly == nil || p.stopOnly[p.partition(i)]) {
