@@ -4,4 +4,10 @@
 // of some partitions only, a partition too quiet to stall, and a restart
 // of the stalled partitions' owner during the outage. Its one file of
 // support, pipe_test.go, is a fleet whose producers can all stop at once.
+//
+// `make test` runs this package alone. Run beside the fault-injection
+// suite under -race on two cores, the guard has been seen to let the
+// whole fleet fire during an outage although every partition's stall was
+// detected in time (a CI run at f98e5cb): an open problem, not yet
+// explained; alone, the tests pass.
 package storms
