@@ -361,6 +361,12 @@ func TestLoadErrors(t *testing.T) {
 		{name: "log level", env: []string{"FLATLINE_LOG_LEVEL=loud"}, want: []string{`log.level: want debug, info, warn or error, got "loud"`}},
 		{name: "http addr", yaml: "http:\n  addr: nope\n", want: []string{`http.addr: `}},
 		{name: "negative recovery window", yaml: "dispatch:\n  recovery_window: -1s\n", want: []string{`dispatch.recovery_window: must not be negative`}},
+		{name: "scanner interval", yaml: "scanner:\n  interval: 2m\n", want: []string{`scanner.interval: must be within [1ms, 1m], got 2m0s`}},
+		{name: "storm max hold", yaml: "storm:\n  max_hold: 25h\n", want: []string{`storm.max_hold: must be within [0, 24h], got 25h0m0s`}},
+		{name: "storm min devices", yaml: "storm:\n  min_devices: 0\n", want: []string{`storm.min_devices: must be within [1, 1000000], got 0`}},
+		{name: "dispatch linger", yaml: "dispatch:\n  linger: 2s\n", want: []string{`dispatch.linger: must be within [0, 1s], got 2s`}},
+		{name: "poll interval", yaml: "shards:\n  poll_interval: 1ms\n", want: []string{`shards.poll_interval: must be within [10ms, 1s], got 1ms`}},
+		{name: "session timeout", yaml: "kafka:\n  session_timeout: 1h\n", want: []string{`kafka.session_timeout: must be within [1s, 5m], got 1h0m0s`}},
 
 		// Rules across sections and the top-level keys.
 		{name: "skew not below min", yaml: "ingest:\n  max_skew: 1s\n", want: []string{`ingest.max_skew: must be below timeouts.min (1s), got 1s`}},
@@ -499,20 +505,5 @@ func TestRedactedRoundTrip(t *testing.T) {
 				t.Errorf("round trip:\n%+v\nwant\n%+v\nprinted:\n%s", *back, want, out)
 			}
 		})
-	}
-}
-
-func TestFormatDuration(t *testing.T) {
-	t.Parallel()
-	for d, want := range map[time.Duration]string{
-		0: "0s", 1500 * time.Millisecond: "1500ms", 168 * time.Hour: "168h", 90 * time.Second: "90s",
-		2 * time.Minute: "2m", time.Microsecond: "1us", 7: "7ns", -time.Second: "-1s",
-	} {
-		if got := formatDuration(d); got != want {
-			t.Errorf("formatDuration(%v) = %q, want %q", d, got, want)
-		}
-		if back, err := time.ParseDuration(want); err != nil || back != d {
-			t.Errorf("%q does not parse back to %v", want, d)
-		}
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"math"
 	"reflect"
 	"sort"
-	"strconv"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/flatline-dev/flatline/internal/confcheck"
 )
 
 // redacted replaces a secret that is set.
@@ -157,7 +158,7 @@ func (c *Config) node(prefix string) (*yaml.Node, error) {
 func toNode(v reflect.Value) (*yaml.Node, error) {
 	switch {
 	case v.Type() == durationType:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: formatDuration(time.Duration(v.Int()))}, nil
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: confcheck.FormatDuration(time.Duration(v.Int()))}, nil
 	case v.Kind() == reflect.Slice:
 		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 		if v.Len() == 0 {
@@ -197,23 +198,4 @@ func toNode(v reflect.Value) (*yaml.Node, error) {
 		return nil, err
 	}
 	return n, nil
-}
-
-// formatDuration writes d in the largest unit that divides it ("90s",
-// "168h", "1500ms"), which reads better than time.Duration.String's
-// "168h0m0s" and parses back to the same value.
-func formatDuration(d time.Duration) string {
-	if d == 0 {
-		return "0s"
-	}
-	units := []struct {
-		d    time.Duration
-		name string
-	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}}
-	for _, u := range units {
-		if d%u.d == 0 {
-			return strconv.FormatInt(int64(d/u.d), 10) + u.name
-		}
-	}
-	return strconv.FormatInt(int64(d), 10) + "ns"
 }

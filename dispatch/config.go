@@ -1,8 +1,9 @@
 package dispatch
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/flatline-dev/flatline/internal/confcheck"
 )
 
 // Config is the dispatch section of the configuration.
@@ -23,11 +24,8 @@ func DefaultConfig() Config {
 
 // Validate checks the section; errors name the offending key.
 func (c Config) Validate() error {
-	if c.RecoveryWindow < 0 {
-		return fmt.Errorf("dispatch.recovery_window: must not be negative, got %s", c.RecoveryWindow)
-	}
-	if c.Linger < 0 || c.Linger > time.Second {
-		return fmt.Errorf("dispatch.linger: must be within [0, 1s], got %s", c.Linger)
-	}
-	return nil
+	return confcheck.First(
+		confcheck.NotNegative("dispatch.recovery_window", c.RecoveryWindow),
+		confcheck.Within("dispatch.linger", c.Linger, 0, time.Second),
+	)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flatline-dev/flatline/internal/confcheck"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -28,8 +29,5 @@ func (c Config) Validate() error {
 	if !shard.ValidCount(c.InitialCount) {
 		return fmt.Errorf("shards.initial_count: must be a power of two within [1, %d], got %d", shard.MaxShards, c.InitialCount)
 	}
-	if c.PollInterval < 10*time.Millisecond || c.PollInterval > time.Second {
-		return fmt.Errorf("shards.poll_interval: must be within [10ms, 1s], got %s", c.PollInterval)
-	}
-	return nil
+	return confcheck.Within("shards.poll_interval", c.PollInterval, 10*time.Millisecond, time.Second)
 }

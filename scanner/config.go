@@ -1,8 +1,9 @@
 package scanner
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/flatline-dev/flatline/internal/confcheck"
 )
 
 // Config is the scanner section of the configuration.
@@ -40,20 +41,11 @@ const pollSlack = 100 * time.Millisecond
 
 // Validate checks the section; errors name the offending key.
 func (c Config) Validate() error {
-	if c.Interval < time.Millisecond || c.Interval > time.Minute {
-		return fmt.Errorf("scanner.interval: must be within [1ms, 1m], got %s", c.Interval)
-	}
-	if c.BatchSize < 1 || c.BatchSize > 10000 {
-		return fmt.Errorf("scanner.batch_size: must be within [1, 10000], got %d", c.BatchSize)
-	}
-	if c.LeaseTTL < 500*time.Millisecond || c.LeaseTTL > 10*time.Minute {
-		return fmt.Errorf("scanner.lease_ttl: must be within [500ms, 10m], got %s", c.LeaseTTL)
-	}
-	if c.Grace < 0 {
-		return fmt.Errorf("scanner.grace: must not be negative, got %s", c.Grace)
-	}
-	if c.MaxInflight < 1 || c.MaxInflight > 1024 {
-		return fmt.Errorf("scanner.max_inflight: must be within [1, 1024], got %d", c.MaxInflight)
-	}
-	return nil
+	return confcheck.First(
+		confcheck.Within("scanner.interval", c.Interval, time.Millisecond, time.Minute),
+		confcheck.Within("scanner.batch_size", c.BatchSize, 1, 10000),
+		confcheck.Within("scanner.lease_ttl", c.LeaseTTL, 500*time.Millisecond, 10*time.Minute),
+		confcheck.NotNegative("scanner.grace", c.Grace),
+		confcheck.Within("scanner.max_inflight", c.MaxInflight, 1, 1024),
+	)
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"time"
+
+	"github.com/flatline-dev/flatline/internal/confcheck"
 )
 
 // Config is the storm section of the configuration.
@@ -42,20 +44,19 @@ func DefaultConfig() Config {
 // stall_after stays below timeouts.min is checked where both are known
 // (configs).
 func (c Config) Validate() error {
-	if c.StallAfter < 10*time.Millisecond || c.StallAfter > time.Hour {
-		return fmt.Errorf("storm.stall_after: must be within [10ms, 1h], got %s", c.StallAfter)
-	}
-	if c.MinDevices < 1 || c.MinDevices > 1_000_000 {
-		return fmt.Errorf("storm.min_devices: must be within [1, 1000000], got %d", c.MinDevices)
-	}
-	if c.MaxHold < 0 || c.MaxHold > 24*time.Hour {
-		return fmt.Errorf("storm.max_hold: must be within [0, 24h], got %s", c.MaxHold)
-	}
-	if !(c.Threshold > 0 && c.Threshold <= 1) {
-		return fmt.Errorf("storm.threshold: must be a fraction within (0, 1], got %v", c.Threshold)
-	}
-	if c.Window < time.Second || c.Window > time.Hour {
-		return fmt.Errorf("storm.window: must be within [1s, 1h], got %s", c.Window)
+	return confcheck.First(
+		confcheck.Within("storm.stall_after", c.StallAfter, 10*time.Millisecond, time.Hour),
+		confcheck.Within("storm.min_devices", c.MinDevices, 1, 1_000_000),
+		confcheck.Within("storm.max_hold", c.MaxHold, 0, 24*time.Hour),
+		fraction("storm.threshold", c.Threshold),
+		confcheck.Within("storm.window", c.Window, time.Second, time.Hour),
+	)
+}
+
+// fraction is nil when 0 < v <= 1, else an error naming key and v.
+func fraction(key string, v float64) error {
+	if !(v > 0 && v <= 1) {
+		return fmt.Errorf("%s: must be a fraction within (0, 1], got %v", key, v)
 	}
 	return nil
 }

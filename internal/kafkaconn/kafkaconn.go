@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/flatline-dev/flatline/internal/confcheck"
 	"github.com/flatline-dev/flatline/internal/secret"
 	"github.com/flatline-dev/flatline/internal/tlsconf"
 )
@@ -116,8 +117,8 @@ func (c Config) Validate() error {
 	if c.GroupID == "" {
 		return fmt.Errorf("kafka.group_id: must not be empty")
 	}
-	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
-		return fmt.Errorf("kafka.session_timeout: must be within [1s, 5m], got %s", c.SessionTimeout)
+	if err := confcheck.Within("kafka.session_timeout", c.SessionTimeout, time.Second, 5*time.Minute); err != nil {
+		return err
 	}
 	if _, ok := codecs[c.Compression]; !ok {
 		return fmt.Errorf("kafka.compression: want none, gzip, snappy, lz4 or zstd, got %q", c.Compression)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/internal/confcheck"
 	"github.com/flatline-dev/flatline/internal/secret"
 	"github.com/flatline-dev/flatline/internal/tlsconf"
 )
@@ -121,8 +122,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("redis.addrs: %q is not host:port", a)
 		}
 	}
-	if c.DB < 0 {
-		return fmt.Errorf("redis.db: must not be negative, got %d", c.DB)
+	if err := confcheck.NotNegative("redis.db", c.DB); err != nil {
+		return err
 	}
 	switch {
 	case c.Mode == ModeStandalone && len(c.Addrs) > 1:
@@ -137,8 +138,8 @@ func (c Config) Validate() error {
 	if c.KeyPrefix == "" || strings.ContainsAny(c.KeyPrefix, "{} \t\n") {
 		return fmt.Errorf("redis.key_prefix: must be non-empty without braces or spaces, got %q", c.KeyPrefix)
 	}
-	if c.WaitReplicas < 0 {
-		return fmt.Errorf("redis.wait_replicas: must not be negative, got %d", c.WaitReplicas)
+	if err := confcheck.NotNegative("redis.wait_replicas", c.WaitReplicas); err != nil {
+		return err
 	}
 	if c.WaitTimeout <= 0 {
 		return fmt.Errorf("redis.wait_timeout: must be positive, got %s", c.WaitTimeout)
