@@ -27,22 +27,34 @@ func beatsAt(prefix string, n int, at time.Time) []kafka.Message {
 	return out
 }
 
+// failProbes makes the broker answer every probe from now on (the
+// prober's read_uncommitted ListOffsets) with an error; the partition count
+// is still confirmed, which bounds every watermark. The test fails if no
+// probe was answered so: it would prove nothing.
+func (r *rig) failProbes(t *testing.T) {
+	t.Helper()
+	probes := r.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Count: -1,
+		When: func(req kmsg.Request) bool { return req.(*kmsg.ListOffsetsRequest).IsolationLevel == 0 }})
+	t.Cleanup(func() {
+		probes.Remove()
+		if !t.Failed() && probes.Hits() == 0 {
+			t.Error("no probe was failed: the test proves nothing")
+		}
+	})
+}
+
 // Every fetch answer carries its partition's high-water mark: once every
 // record below it is written, the watermark moves to the time the fetch was
 // sent, without waiting for a probe. Here every probe fails after the
-// warm-up (the broker answers the prober's read_uncommitted ListOffsets with
-// an error; the partition count is still confirmed, which bounds every
-// watermark) and the records carry timestamps an hour old, so only the
-// fetches can have moved the watermark past t0.
+// warm-up (failProbes) and the records carry timestamps an hour old, so
+// only the fetches can have moved the watermark past t0.
 func TestFetchHighWaterMarksMoveWatermark(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	old := time.Now().Add(-time.Hour)
 	r.produce(t, beatsAt("warm", 40, old)...)
 	r.waitCommitted(t, testenv.StableOffsets(t, r.kafka.Brokers(), signals, 4))
-	probes := r.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Count: -1,
-		When: func(req kmsg.Request) bool { return req.(*kmsg.ListOffsetsRequest).IsolationLevel == 0 }})
-	defer probes.Remove()
+	r.failProbes(t)
 	time.Sleep(100 * time.Millisecond)
 	t0 := time.Now().UnixMilli()
 	r.produce(t, beatsAt("a", 40, old)...)
@@ -71,8 +83,46 @@ func TestFetchHighWaterMarksMoveWatermark(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if probes.Hits() == 0 {
-		t.Fatal("no probe was failed: the test proves nothing")
+}
+
+// A written batch's watermarks reach this process's scanners (Raised) once
+// the batch is in Redis, not once they are raised there too: here Redis
+// refuses every raise (the watermarks key is not a hash) and every probe
+// fails, so only the written batches can have handed over a watermark at
+// or past the moment their records were produced.
+func TestWrittenBatchesHandWatermarksOverBeforeTheirRaise(t *testing.T) {
+	t.Parallel()
+	r := newStoppedRig(t)
+	r.handed = make(chan map[int]int64, 1000)
+	ctx := context.Background()
+	rdb := r.redis.Client(t)
+	key := r.store.Keys().Watermarks()
+	if err := rdb.Set(ctx, key, "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.failProbes(t)
+	r.start(t, ingest.DefaultConfig())
+
+	t0 := time.Now()
+	r.produce(t, beatsAt("a", 40, t0)...)
+	got := make(map[int]int64)
+	timeout := time.After(30 * time.Second)
+	for p := 0; p < 4; {
+		if got[p] >= t0.UnixMilli() {
+			p++
+			continue
+		}
+		select {
+		case wms := <-r.handed:
+			for q, v := range wms {
+				got[q] = max(got[q], v)
+			}
+		case <-timeout:
+			t.Fatalf("handed over %v, want every partition at %d or later: a raise Redis refuses held them back", got, t0.UnixMilli())
+		}
+	}
+	if typ := rdb.Type(ctx, key).Val(); typ != "string" {
+		t.Fatalf("the watermarks key is a %s: Redis took a raise, the test proves nothing", typ)
 	}
 }
 

@@ -78,7 +78,7 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
 		if err == nil {
 			in.probed(sent, resp.Topics[topic], pos, wms)
-			guard.probed(ctx, sent, highWaterMarks(resp.Topics[topic], hwms))
+			guard.probed(ctx, sent, in.opts.Now().UnixMilli(), highWaterMarks(resp.Topics[topic], hwms))
 		} else if ctx.Err() == nil {
 			in.opts.Log.Debug("probe high-water marks", "err", err)
 		}

@@ -61,8 +61,8 @@ func TestThresholdIsFiveUsualGapsWhenLonger(t *testing.T) {
 			slow += 500
 		}
 		fast += 10
-		g.sawHWM(g.parts[0], slow, at)
-		g.sawHWM(g.parts[1], fast, at)
+		g.sawHWM(0, g.parts[0], slow, at)
+		g.sawHWM(1, g.parts[1], fast, at)
 	}
 	next := now.Add(window).UnixMilli()
 	for p, want := range map[int]int64{0: 1000, 1: storm.DefaultConfig().StallAfter.Milliseconds()} {
@@ -101,5 +101,53 @@ func TestHoldingOffCapsNothing(t *testing.T) {
 	g.capAt(wms)
 	if wms[0] != later {
 		t.Errorf("capped at %d with holding off", wms[0])
+	}
+}
+
+// TestRoundsThatTakeAWhileToLandAreNotStalls: a busy partition whose
+// records come in rounds every second, each landing over 300 ms (probes
+// 10 ms apart find it grown thirty times, then it stands still 710 ms), is
+// not stalled between rounds, yet an outage of a few seconds still is.
+func TestRoundsThatTakeAWhileToLandAreNotStalls(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	start := now.UnixMilli()
+	g := guardAt(&now, nil)
+	tr := g.parts[0]
+	var hwm int64
+	for ms := int64(0); ms < 2*storm.DefaultConfig().Window.Milliseconds(); ms += 10 {
+		at := start + ms
+		now = time.UnixMilli(at)
+		if ms%1000 < 300 {
+			g.observe(0, observed("dev-", 150, now), at)
+			hwm += 150
+		}
+		g.sawHWM(0, tr, hwm, at)
+	}
+	th := g.threshold(0, tr, now.UnixMilli())
+	if th <= 710 {
+		t.Errorf("threshold %d ms: the 710 ms between rounds would be a stall", th)
+	}
+	if th > 3000 {
+		t.Errorf("threshold %d ms: an outage of 3 s would go unseen", th)
+	}
+	t.Logf("rounds every second, landing over 300 ms: threshold %d ms", th)
+}
+
+// TestNewOwnerKeepsItsFormerOwnersThresholdForAWindow: a partition fed in
+// rounds a second apart, whose former owner learned a 5 s threshold, is
+// not found stalled between two rounds by a new owner that has seen only
+// one round land (ten probes finding it grown within 100 ms).
+func TestNewOwnerKeepsItsFormerOwnersThresholdForAWindow(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	start := now.UnixMilli()
+	g := guardAt(&now, map[int]shard.Traffic{0: {LastRecordMs: start - 900, HWM: 1000, ThresholdMs: 5000, Busy: true}})
+	tr := g.parts[0]
+	for k := int64(1); k <= 10; k++ {
+		at := start + 10*k
+		g.observe(0, observed("dev-", 150, time.UnixMilli(at)), at)
+		g.sawHWM(0, tr, 1000+150*k, at)
+	}
+	if th := g.threshold(0, tr, start+900); th < 5000 {
+		t.Errorf("threshold %d ms after one round, want the former owner's 5000 ms", th)
 	}
 }
