@@ -9,18 +9,26 @@ import (
 	"github.com/flatline-dev/flatline/scanner"
 )
 
+// hourlyGate returns a gate polling, once an hour, a store whose two
+// partitions' watermarks are at t0, a minute ago: within a test only local
+// raises move it past its first poll.
+func hourlyGate(t *testing.T) (gate *scanner.Gate, t0 int64) {
+	t.Helper()
+	store, _ := newStore(t)
+	t0 = time.Now().Add(-time.Minute).UnixMilli()
+	if err := store.RaiseWatermarks(context.Background(), 2, map[int]int64{0: t0, 1: t0}); err != nil {
+		t.Fatal(err)
+	}
+	return scanner.NewGate(store, time.Hour, 0, time.Hour, slog.New(slog.DiscardHandler)), t0
+}
+
 // Watermarks this process's ingest hands over (Gate.Raised) move the gate
 // at once, between polls; the minimum still counts every partition.
 func TestGateTakesLocalRaisesBetweenPolls(t *testing.T) {
 	t.Parallel()
-	store, _ := newStore(t)
+	gate, t0 := hourlyGate(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	t0 := time.Now().Add(-time.Minute).UnixMilli()
-	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: t0, 1: t0}); err != nil {
-		t.Fatal(err)
-	}
-	gate := scanner.NewGate(store, time.Hour, 0, time.Hour, slog.New(slog.DiscardHandler))
 	advanced := make(chan int64, 10)
 	gate.OnAdvance(func(wm int64) { advanced <- wm })
 	go func() { _ = gate.Run(ctx) }()
@@ -53,13 +61,8 @@ func TestGateTakesLocalRaisesBetweenPolls(t *testing.T) {
 // which is mostly in a poll's round trip to Redis (here it never runs).
 func TestGateMovesWithinRaised(t *testing.T) {
 	t.Parallel()
-	store, _ := newStore(t)
+	gate, t0 := hourlyGate(t)
 	ctx := context.Background()
-	t0 := time.Now().Add(-time.Minute).UnixMilli()
-	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: t0, 1: t0}); err != nil {
-		t.Fatal(err)
-	}
-	gate := scanner.NewGate(store, time.Hour, 0, time.Hour, slog.New(slog.DiscardHandler))
 	var advanced []int64
 	gate.OnAdvance(func(wm int64) { advanced = append(advanced, wm) })
 	if err := gate.Refresh(ctx); err != nil {

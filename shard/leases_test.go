@@ -16,7 +16,10 @@ import (
 func TestRenewLeasesRenewsOnlyTheOwners(t *testing.T) {
 	t.Parallel()
 	for name, open := range map[string]func(*testing.T) *shard.Store{
-		"standalone": newStore,
+		"standalone": func(t *testing.T) *shard.Store {
+			st, _ := newStore(t)
+			return st
+		},
 		"cluster": func(t *testing.T) *shard.Store {
 			st := shard.NewStore(testenv.RedisCluster(t, 3).Client(t), shard.NewKeys(testenv.Prefix(t)))
 			if err := st.LoadScripts(context.Background()); err != nil {

@@ -92,17 +92,19 @@ func TestRouting(t *testing.T) {
 	}
 }
 
-func newStore(t *testing.T) *shard.Store {
+// newStore returns a store on a redis-server of the test's own and the
+// context of the test's calls to it, cancelled when the test ends (after
+// 30 s at the most).
+func newStore(t *testing.T) (*shard.Store, context.Context) {
 	t.Helper()
 	st, _ := testenv.Store(t)
-	return st
+	return st, testenv.Context(t, 30*time.Second)
 }
 
 // A late, replayed or out-of-order heartbeat never moves a deadline earlier.
 func TestWriteNeverMovesDeadlineEarlier(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := context.Background()
+	st, ctx := newStore(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	const devices = 50
 	max := make(map[string]float64)
@@ -138,8 +140,7 @@ func TestWriteNeverMovesDeadlineEarlier(t *testing.T) {
 
 func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := context.Background()
+	st, ctx := newStore(t)
 	var b shard.Batch
 	old := shard.Score(shard.Epoch+5000, 0)
 	b.Reset(1)
@@ -207,8 +208,7 @@ func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 // down and reports the changed ones.
 func TestFiredRemovesOnlyUnchanged(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := context.Background()
+	st, ctx := newStore(t)
 	read := shard.Score(shard.Epoch+5000, 3)
 	var b shard.Batch
 	b.Reset(1)
@@ -365,68 +365,13 @@ func TestFiredChecksARunOfOneScoreByRank(t *testing.T) {
 	}
 }
 
-// DueWindows (by rank, in one round trip) returns what consecutive score
-// reads with offsets return, ties in member order, the end included:
-// with scores read, or first as one run of one score (oneScore), which
-// falls back to reading them where the range holds several; it reports
-// whether the range held one score.
-func TestDueWindowsMatchConsecutiveReads(t *testing.T) {
-	t.Parallel()
-	for _, scores := range []int{5, 1} {
-		st := storeWithTies(t, 70, scores)
-		ctx := context.Background()
-		for _, oneScore := range []bool{false, true} {
-			name := fmt.Sprintf("%d scores, oneScore %v", scores, oneScore)
-			ws, one, err := st.DueWindows(ctx, 0, 3, 20, 21, 5, oneScore)
-			if err != nil || len(ws) != 5 {
-				t.Fatalf("%s: DueWindows = %d windows, %v", name, len(ws), err)
-			}
-			if one != (scores == 1) {
-				t.Errorf("%s: one score reported %v", name, one)
-			}
-			for j, w := range ws {
-				want, err := st.Due(ctx, 0, shard.MaxScore(shard.Epoch+1_000_000), 3+20*j, 21)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if fmt.Sprint(w) != fmt.Sprint(want) {
-					t.Errorf("%s: window %d = %v, want %v", name, j, w, want)
-				}
-			}
-			if len(ws[3]) != 7 || len(ws[4]) != 0 {
-				t.Errorf("%s: the last windows hold %d and %d members, want the 7 left and none", name, len(ws[3]), len(ws[4]))
-			}
-			if ws, _, err := st.DueWindows(ctx, 0, 70, 20, 21, 2, oneScore); err != nil || len(ws[0])+len(ws[1]) != 0 {
-				t.Errorf("%s: past the end: %v, %v", name, ws, err)
-			}
-		}
-	}
-}
-
-// storeWithTies returns a store whose shard 0 holds n devices d-00.. over
-// only `scores` distinct scores, so reads cross ties.
-func storeWithTies(t *testing.T, n, scores int) *shard.Store {
-	t.Helper()
-	st := newStore(t)
-	var b shard.Batch
-	b.Reset(1)
-	for k := 0; k < n; k++ {
-		b.Add(0, fmt.Sprintf("d-%02d", k), shard.Score(shard.Epoch+int64(1000+k%scores), 0), 0)
-	}
-	if _, err := st.Write(context.Background(), &b); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // While the layout migrates, a device that timed out in its shard under the
 // previous count and beats again in its new shard is a recovery, once; a
 // replay of it there is removed again. (Its down entry is in the other
 // shard's down set: AddMoved looks there too.)
 func TestRecoveryAcrossAMigration(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := context.Background()
+	st, ctx := newStore(t)
 	l := shard.Layout{Count: 32, Previous: 16}
 	var ids []string
 	for k := 0; len(ids) < 2; k++ {
@@ -494,8 +439,7 @@ func TestRecoveryAcrossAMigration(t *testing.T) {
 // timeout is the earlier batch's recovery, as if written one after the other.
 func TestWriteAfterSettlesInBatchOrder(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := context.Background()
+	st, ctx := newStore(t)
 	old := shard.Score(shard.Epoch+5000, 0)
 	var first, second shard.Batch
 	first.Reset(1)
@@ -557,8 +501,7 @@ func TestWriteAfterSettlesInBatchOrder(t *testing.T) {
 // or down entry: the old state is forgotten before the ZADD GT.
 func TestReregisterReplacesEarlierState(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := context.Background()
+	st, ctx := newStore(t)
 	late := shard.Score(shard.Epoch+86_400_000, shard.NewMeta(0, shard.FlagOverride))
 	var b shard.Batch
 	b.Reset(1)
@@ -599,8 +542,7 @@ func TestReregisterReplacesEarlierState(t *testing.T) {
 // copied the entry and has not removed the old one yet) is one recovery.
 func TestRecoveryFoundInBothDownSetsIsReportedOnce(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := context.Background()
+	st, ctx := newStore(t)
 	l := shard.Layout{Count: 32, Previous: 16}
 	id := ""
 	for k := 0; id == ""; k++ {

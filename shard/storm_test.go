@@ -16,8 +16,7 @@ func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score,
 // lasts while either is stalled, and its end is kept for re-entry, with a
 // storm named when it lasted long enough.
 func TestHoldSpansItsStallsAndEndsWithTheLast(t *testing.T) {
-	st := newStore(t)
-	ctx := t.Context()
+	st, ctx := newStore(t)
 	if ok, err := st.MarkStalled(ctx, 3, 1000, 900, 50, "h1"); err != nil || !ok {
 		t.Fatalf("mark 3: %v %v", ok, err)
 	}
@@ -65,8 +64,7 @@ func TestHoldSpansItsStallsAndEndsWithTheLast(t *testing.T) {
 // no deadline of a device beating on time; it is kept for re-entry but
 // names no storm.
 func TestShortHoldNamesNoStorm(t *testing.T) {
-	st := newStore(t)
-	ctx := t.Context()
+	st, ctx := newStore(t)
 	if _, err := st.MarkStalled(ctx, 0, 1000, 900, 1, "h"); err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +84,7 @@ func TestShortHoldNamesNoStorm(t *testing.T) {
 // the hold no longer caps firing and a storm is named in the same step; its
 // end keeps no record for re-entry (its deadlines fired).
 func TestExpiredHoldNamesAStormAndIsNotReentered(t *testing.T) {
-	st := newStore(t)
-	ctx := t.Context()
+	st, ctx := newStore(t)
 	for _, p := range []int{1, 2} {
 		if _, err := st.MarkStalled(ctx, p, 1000, 900, 1, "h"); err != nil {
 			t.Fatal(err)
@@ -121,8 +118,7 @@ func TestExpiredHoldNamesAStormAndIsNotReentered(t *testing.T) {
 // TestReenterMovesOnlyUnchangedMembers: a member whose score changed since
 // it was read (a heartbeat came) keeps its newer score.
 func TestReenterMovesOnlyUnchangedMembers(t *testing.T) {
-	st := newStore(t)
-	ctx := t.Context()
+	st, ctx := newStore(t)
 	rdb := st.Client()
 	key := st.Keys().Deadlines(0)
 	old := shard.Score(shard.Epoch+1000, 0)

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -14,8 +13,7 @@ import (
 // written a deadline beyond it, or only a deregistration, is not.
 func TestWriteAnnouncesOnlySoonDeadlines(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := testenv.Context(t, 30*time.Second)
+	st, ctx := newStore(t)
 	now := time.UnixMilli(shard.Epoch + 1_000_000_000)
 	var announced [][]int
 	st.SetWakes(shard.Wakes{Within: time.Second, Now: func() time.Time { return now },
@@ -38,8 +36,7 @@ func TestWriteAnnouncesOnlySoonDeadlines(t *testing.T) {
 // Fronts reads every shard's earliest member in one round trip.
 func TestFrontsAreEachShardsEarliest(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := testenv.Context(t, 30*time.Second)
+	st, ctx := newStore(t)
 	now := time.Now().UnixMilli()
 	var b shard.Batch
 	b.Reset(3)
@@ -63,8 +60,7 @@ func TestFrontsAreEachShardsEarliest(t *testing.T) {
 // subscription is confirmed.
 func TestPublishedWakesReachSubscribers(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ctx := testenv.Context(t, 30*time.Second)
+	st, ctx := newStore(t)
 	sub := st.SubscribeWakes(ctx)
 	defer func() {
 		if err := sub.Close(); err != nil {

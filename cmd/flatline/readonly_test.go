@@ -95,11 +95,7 @@ func TestReadCommandsNeverWriteToRedis(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	f.track(t, "d-1", "cam", time.Now().Add(time.Minute))
-	ctx := context.Background()
-	down := f.store.Keys().Down(0)
-	if err := f.rdb.ZAdd(ctx, down, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "d-2"}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	f.down(t, "", map[string]time.Time{"d-2": time.Now()})
 	// "gw" is configured but in no registry yet: looking a device up must
 	// not register it.
 	var env []string

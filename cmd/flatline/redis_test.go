@@ -41,6 +41,20 @@ func newFleet(t *testing.T) fleet {
 // the registry already holds, or "").
 func (f fleet) track(t *testing.T, id, class string, deadline time.Time) {
 	t.Helper()
+	f.add(t, f.store.Keys().Deadlines(0), class, map[string]time.Time{id: deadline})
+}
+
+// down makes the devices down in shard 0, each since its deadline, in
+// class (as track's).
+func (f fleet) down(t *testing.T, class string, deadlines map[string]time.Time) {
+	t.Helper()
+	f.add(t, f.store.Keys().Down(0), class, deadlines)
+}
+
+// add writes the devices to the sorted set key in one ZADD, each scored by
+// its deadline and class.
+func (f fleet) add(t *testing.T, key, class string, deadlines map[string]time.Time) {
+	t.Helper()
 	ctx := context.Background()
 	classID := 0
 	if class != "" {
@@ -50,8 +64,11 @@ func (f fleet) track(t *testing.T, id, class string, deadline time.Time) {
 		}
 		classID = ids[0]
 	}
-	score := shard.Score(deadline.UnixMilli(), shard.NewMeta(classID, 0))
-	if err := f.rdb.ZAdd(ctx, f.store.Keys().Deadlines(0), redis.Z{Score: score, Member: id}).Err(); err != nil {
+	zs := make([]redis.Z, 0, len(deadlines))
+	for id, deadline := range deadlines {
+		zs = append(zs, redis.Z{Score: shard.Score(deadline.UnixMilli(), shard.NewMeta(classID, 0)), Member: id})
+	}
+	if err := f.rdb.ZAdd(ctx, key, zs...).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -102,45 +119,5 @@ func TestShardsStatusPrintsJSON(t *testing.T) {
 	if r := run(t, f.env, "shards", "status"); r.code != 0 || !strings.Contains(r.stdout, "tracked devices: 2") ||
 		!strings.Contains(r.stdout, "redis: standalone, maxmemory-policy noeviction, persistence off, 0 replicas") {
 		t.Fatalf("text: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
-}
-
-func TestDevicesDownListsTheTimedOut(t *testing.T) {
-	t.Parallel()
-	f := newFleet(t)
-	ctx := context.Background()
-	ids, err := f.store.RegisterClasses(ctx, []string{"cam"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	since := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-	for id, meta := range map[string]shard.Meta{"d-cam": shard.NewMeta(ids[0], 0), "d-plain": 0} {
-		z := redis.Z{Score: shard.Score(since.UnixMilli(), meta), Member: id}
-		if err := f.rdb.ZAdd(ctx, f.store.Keys().Down(0), z).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r := run(t, f.env, "devices", "down", "--class", "cam", "-o", "json")
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-	}
-	var list inspect.DownList
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
-	}
-	if len(list.Devices) != 1 || list.Truncated {
-		t.Fatalf("got %+v", list)
-	}
-	d := list.Devices[0]
-	if d.DeviceID != "d-cam" || d.Class != "cam" || d.DeadlineMs != since.UnixMilli() || d.DownForMs < time.Hour.Milliseconds() {
-		t.Fatalf("got %+v", d)
-	}
-
-	r = run(t, f.env, "devices", "down", "--limit", "1")
-	if r.code != 0 || !strings.Contains(r.stdout, "DOWN FOR") || !strings.Contains(r.stdout, "(the first 1 found; --limit 0 lists all)") {
-		t.Fatalf("text: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
-	if r := run(t, f.env, "devices", "down", "--limit", "-1"); r.code == 0 || !strings.Contains(r.stderr, "--limit: must not be negative") {
-		t.Fatalf("--limit -1: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

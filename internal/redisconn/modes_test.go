@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,7 +146,7 @@ func TestAutoModeWithoutINFO(t *testing.T) {
 // naming its address, within the connect timeout.
 func TestUnreachableInAutoMode(t *testing.T) {
 	t.Parallel()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t)) // nothing listens there
+	addr := refusingAddr(t)
 	_, _, err := app.Connect(context.Background(), config(t, addr))
 	oneLine(t, err, "", "redis "+addr, "connection refused")
 	t.Logf("unreachable: %v", err)
@@ -343,4 +344,26 @@ func TestClusterClientFollowsAFailover(t *testing.T) {
 	}
 	t.Logf("master %s killed; replica promoted %v later; every write through again %v after that",
 		victim.Addr(), promoted.Sub(killed).Round(time.Millisecond), time.Since(promoted).Round(time.Millisecond))
+}
+
+// refusingAddr is a loopback address where nothing listens for as long as
+// the test runs: a port bound by a socket that never listens, so a
+// connection is refused and no other server of a parallel test can take
+// the port (a free port merely looked up can be, and a TLS server there
+// answers a plain client with EOF).
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }

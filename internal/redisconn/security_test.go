@@ -21,6 +21,7 @@ import (
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/dispatch"
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/freeport"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/internal/tlsconf"
@@ -280,12 +281,11 @@ func TestRedisOverTLS(t *testing.T) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // tlsServer accepts TLS connections on loopback and completes their

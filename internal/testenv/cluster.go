@@ -69,11 +69,10 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicasPerMaster int, extr
 	if replicasPerMaster < 0 {
 		t.Fatalf("testenv: negative replicas per master: %d", replicasPerMaster)
 	}
-	bin := lookTool(t, "redis-server", "redis-server")
 	cli := lookTool(t, "redis-cli", "redis-tools")
 	c := &ClusterServer{masters: masters, replicas: replicasPerMaster}
 	for k := 0; k < masters*(1+replicasPerMaster); k++ {
-		c.nodes = append(c.nodes, startClusterNode(t, bin, extraArgs...))
+		c.nodes = append(c.nodes, startClusterNode(t, extraArgs...))
 	}
 	c.create(t, cli)
 	if err := c.waitOK(clusterOKTimeout); err != nil {
@@ -85,34 +84,16 @@ func RedisClusterWithReplicas(t testing.TB, masters, replicasPerMaster int, extr
 	return c
 }
 
-// lookTool finds name on PATH, skipping the test (failing it in CI) when it
-// is missing; pkg is the Debian package that provides it.
-func lookTool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if InCI() {
-			t.Fatalf("testenv: %s not found on PATH (Debian package %s; CI must not skip Redis Cluster tests): %v", name, pkg, err)
-		}
-		t.Skipf("testenv: %s not found on PATH (Debian package %s): %v", name, pkg, err)
-	}
-	return p
-}
-
 // startClusterNode starts one empty cluster-mode node on a fresh port,
 // retrying with another when some process took it or its bus port; extra
 // follows the default arguments.
-func startClusterNode(t testing.TB, bin string, extra ...string) *RedisServer {
+func startClusterNode(t testing.TB, extra ...string) *RedisServer {
 	t.Helper()
-	s := &RedisServer{t: t, bin: bin, dir: t.TempDir(), password: argValue(extra, "--requirepass")}
-	// Registered after TempDir, so it runs before the directory is removed.
-	t.Cleanup(s.kill)
-	s.extra = []string{
+	s := newServer(t, argValue(extra, "--requirepass"), append([]string{
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", "2000",
-	}
-	s.extra = append(s.extra, extra...)
+	}, extra...))
 	err := s.startOnFreePort(freeClusterPort, func() {
 		// A failed attempt may have written its node id and ports already.
 		_ = os.Remove(filepath.Join(s.dir, "nodes.conf"))

@@ -61,26 +61,42 @@ type RedisServer struct {
 // environment variable CI is set (CI=true).
 func Redis(t testing.TB, extraArgs ...string) *RedisServer {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if InCI() {
-			t.Fatalf("testenv: redis-server not found on PATH (CI must not skip Redis tests): %v", err)
-		}
-		t.Skipf("testenv: redis-server not found on PATH: %v", err)
-	}
-	s := &RedisServer{
-		t:        t,
-		bin:      bin,
-		dir:      t.TempDir(),
-		extra:    append([]string(nil), extraArgs...),
-		password: argValue(extraArgs, "--requirepass"),
-	}
-	// Registered after TempDir, so it runs before the directory is removed.
-	t.Cleanup(s.kill)
+	s := newServer(t, argValue(extraArgs, "--requirepass"), extraArgs)
 	if err := s.startOnFreePort(freeport.Loopback, nil); err != nil {
 		t.Fatalf("testenv: start redis-server: %v", err)
 	}
 	return s
+}
+
+// newServer is a redis-server of t's, not started yet: the binary from
+// PATH (lookTool), a fresh t.TempDir(), extra (copied) after the default
+// arguments, and a kill in t.Cleanup.
+func newServer(t testing.TB, password string, extra []string) *RedisServer {
+	t.Helper()
+	s := &RedisServer{
+		t:        t,
+		bin:      lookTool(t, "redis-server", "redis-server"),
+		dir:      t.TempDir(),
+		extra:    append([]string(nil), extra...),
+		password: password,
+	}
+	// Registered after TempDir, so it runs before the directory is removed.
+	t.Cleanup(s.kill)
+	return s
+}
+
+// lookTool finds name on PATH, skipping the test (failing it in CI) when it
+// is missing; pkg is the Debian package that provides it.
+func lookTool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if InCI() {
+			t.Fatalf("testenv: %s not found on PATH (Debian package %s; CI must not skip Redis tests): %v", name, pkg, err)
+		}
+		t.Skipf("testenv: %s not found on PATH (Debian package %s): %v", name, pkg, err)
+	}
+	return p
 }
 
 // StartRedis is Redis for a program outside go test (the benchmarks): a

@@ -91,9 +91,7 @@ func RedisSentinel(t testing.TB, opts SentinelOptions) *SentinelSet {
 func (s *SentinelSet) startSentinel(primaryPort int) *RedisServer {
 	t := s.t
 	t.Helper()
-	bin := lookTool(t, "redis-server", "redis-server")
-	n := &RedisServer{t: t, bin: bin, dir: t.TempDir(), password: s.opts.SentinelPassword}
-	t.Cleanup(n.kill)
+	n := newServer(t, s.opts.SentinelPassword, nil)
 	m := s.opts.Master
 	conf := []string{
 		fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2", m, primaryPort),

@@ -10,9 +10,9 @@
 // StartProcess with an environment from ChildEnv.
 //
 // It is the test support of the benchmark programs too (bench/cmd): they
-// start their redis-server with StartRedis, and flatline-soak its flatline
-// children with StartProcess and SettingsEnv. The product binary never
-// imports it.
+// start their redis-server with StartRedis, and flatline-bench and
+// flatline-soak their flatline children with StartProcess and SettingsEnv.
+// The product binary never imports it.
 //
 // Tests that need Redis skip when redis-server is not installed, except in CI
 // (env CI=true), where a missing binary fails the test: CI must never go green

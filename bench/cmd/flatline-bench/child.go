@@ -1,28 +1,30 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"net"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime/pprof"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/flatline-dev/flatline/bench/internal/host"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/flatline-dev/flatline/bench/internal/prefix"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/internal/freeport"
 	"github.com/flatline-dev/flatline/internal/logging"
+	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/testenv/host"
 )
 
 // The flatline under test runs in a child process: this binary re-executed
@@ -81,12 +83,10 @@ func runChild() int {
 
 // flatlineProc is a running child.
 type flatlineProc struct {
-	cmd      *exec.Cmd
+	proc     *testenv.Process
 	PID      int
 	HTTPAddr string
 	Started  time.Time
-	done     chan struct{}
-	waitErr  error
 }
 
 // overrides are the -set settings: applied to every child over the
@@ -101,61 +101,28 @@ func startFlatline(settings map[string]string, profile string) (*flatlineProc, e
 	if err != nil {
 		return nil, err
 	}
-	httpAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
 	if _, ok := settings["http.addr"]; !ok {
-		settings["http.addr"] = httpAddr
+		port, err := freeport.Loopback()
+		if err != nil {
+			return nil, err
+		}
+		settings["http.addr"] = fmt.Sprintf("127.0.0.1:%d", port)
 	}
 	cmd := exec.Command(self, childArg)
-	cmd.Env = childEnv(settings)
+	// The parent's FLATLINE_* variables stay out: a developer's own
+	// settings must not leak into the measured process.
+	cmd.Env = testenv.SettingsEnv(settings)
 	if profile != "" {
 		cmd.Env = append(cmd.Env, childProfileEnv+"="+profile)
 	}
 	cmd.Stdout = os.Stderr
-	stderr, err := cmd.StderrPipe()
+	cmd.Stderr = prefix.NewWriter(os.Stderr, "  flatline| ")
+	started := time.Now()
+	proc, err := testenv.StartProcess(cmd)
 	if err != nil {
 		return nil, err
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := &flatlineProc{cmd: cmd, HTTPAddr: settings["http.addr"], done: make(chan struct{})}
-	p.Started = time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p.PID = cmd.Process.Pid
-	go prefixLines(stderr, "  flatline| ")
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// childEnv is the parent's environment without FLATLINE_* variables (a
-// developer's own settings must not leak into the measured process), plus
-// settings.
-func childEnv(settings map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLATLINE_") {
-			env = append(env, kv)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(settings)) {
-		name := "FLATLINE_" + strings.ToUpper(strings.ReplaceAll(k, ".", "_"))
-		env = append(env, name+"="+settings[k])
-	}
-	return env
-}
-
-func prefixLines(r io.Reader, prefix string) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fmt.Fprintln(os.Stderr, prefix+sc.Text())
-	}
+	return &flatlineProc{proc: proc, PID: proc.Pid(), HTTPAddr: settings["http.addr"], Started: started}, nil
 }
 
 // Proc reads the child's CPU time and peak RSS.
@@ -163,98 +130,48 @@ func (p *flatlineProc) Proc() host.Proc { return host.ReadProc(p.PID) }
 
 // Exited reports whether the child has exited, with its error.
 func (p *flatlineProc) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.waitErr
-	default:
+	if !p.proc.Exited() {
 		return false, nil
 	}
+	return true, p.proc.Err()
 }
 
 // Stop sends SIGTERM and waits for a graceful exit (killing it after
 // timeout).
 func (p *flatlineProc) Stop(timeout time.Duration) error {
-	select {
-	case <-p.done:
-		return p.waitErr
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.waitErr
-	case <-time.After(timeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	if _, inTime := p.proc.Stop(timeout); !inTime {
 		return fmt.Errorf("flatline did not stop within %s; killed", timeout)
 	}
+	return p.proc.Err()
 }
 
-// Metrics scrapes the child's /metrics into name{labels} -> value; for
-// histograms the _bucket series are kept with their le label.
-func (p *flatlineProc) Metrics(ctx context.Context) (map[string]float64, error) {
+// Metrics scrapes the child's /metrics.
+func (p *flatlineProc) Metrics(ctx context.Context) (e2etest.Metrics, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.HTTPAddr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	return out, sc.Err()
+	return e2etest.ScrapeMetricsWith(ctx, http.DefaultClient, "http://"+p.HTTPAddr+"/metrics")
 }
 
 // sumMetric adds every series of a metric name (all label values).
-func sumMetric(m map[string]float64, name string) float64 {
-	var s float64
-	for k, v := range m {
-		if k == name || strings.HasPrefix(k, name+"{") {
-			s += v
-		}
-	}
-	return s
-}
+func sumMetric(m e2etest.Metrics, name string) float64 { return m.Sum(name) }
 
 // histQuantile estimates quantile q of the observations between two
-// scrapes of a Prometheus histogram as the upper bound of its bucket.
-func histQuantile(before, after map[string]float64, name string, q float64) (bound float64, count float64) {
+// scrapes of a Prometheus histogram without labels as the upper bound of
+// its bucket (+Inf as 1e18).
+func histQuantile(before, after e2etest.Metrics, name string, q float64) (bound float64, count float64) {
 	type bucket struct{ le, n float64 }
+	prev := map[float64]float64{}
+	for _, b := range unlabelledBuckets(before, name) {
+		prev[b.GetUpperBound()] = float64(b.GetCumulativeCount())
+	}
 	var bs []bucket
-	for k, v := range after {
-		rest, ok := strings.CutPrefix(k, name+`_bucket{le="`)
-		if !ok {
-			continue
+	for _, b := range unlabelledBuckets(after, name) {
+		le := b.GetUpperBound()
+		n := float64(b.GetCumulativeCount()) - prev[le]
+		if math.IsInf(le, +1) {
+			le = 1e18
 		}
-		leStr := strings.TrimSuffix(rest, `"}`)
-		le, err := strconv.ParseFloat(leStr, 64)
-		if leStr == "+Inf" {
-			le, err = 1e18, nil
-		}
-		if err != nil {
-			continue
-		}
-		bs = append(bs, bucket{le, v - before[k]})
+		bs = append(bs, bucket{le, n})
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
 	if len(bs) == 0 || bs[len(bs)-1].n == 0 {
@@ -269,11 +186,13 @@ func histQuantile(before, after map[string]float64, name string, q float64) (bou
 	return bs[len(bs)-1].le, total
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// unlabelledBuckets are the buckets of histogram name's series without
+// labels.
+func unlabelledBuckets(m e2etest.Metrics, name string) []*dto.Bucket {
+	for _, s := range m[name].GetMetric() {
+		if len(s.GetLabel()) == 0 {
+			return s.GetHistogram().GetBucket()
+		}
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return nil
 }

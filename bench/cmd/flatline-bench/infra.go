@@ -10,11 +10,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flatline-dev/flatline/bench/internal/host"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/demo"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/testenv/host"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -110,7 +111,7 @@ func (r *redisProc) UsedMemory(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+	return strconv.ParseInt(redisconn.ParseInfo(info)["used_memory"], 10, 64)
 }
 
 // TotalCommands is INFO stats' total_commands_processed.
@@ -119,7 +120,7 @@ func (r *redisProc) TotalCommands(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(infoField(info, "total_commands_processed"), 10, 64)
+	return strconv.ParseInt(redisconn.ParseInfo(info)["total_commands_processed"], 10, 64)
 }
 
 // CommandStats returns INFO commandstats as command -> (calls, usec).
@@ -184,15 +185,6 @@ func topCommands(before, after map[string]cmdStat, n int) []RedisCommand {
 		out = out[:n]
 	}
 	return out
-}
-
-func infoField(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // cpuMeter measures the CPU seconds the three processes of a scenario use

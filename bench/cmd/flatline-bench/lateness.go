@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/flatline-dev/flatline/bench/internal/sample"
@@ -23,12 +20,8 @@ type LatenessResult struct {
 	Probes             int     `json:"probes"`
 	SpreadSeconds      float64 `json:"spread_seconds"`
 	Received           int     `json:"received"`
-	Duplicates         int     `json:"duplicates"`
-	// AckUpperBound: the event's arrival at the test consumer − its
-	// deadline (an upper bound of "acknowledged by Kafka − deadline").
-	AckUpperBound sample.Dist `json:"arrival_minus_deadline"`
-	// Detected: detected_at_ms − deadline_ms, as the event says.
-	Detected sample.Dist `json:"detected_minus_deadline"`
+	// Arrivals are the probes' timeouts at the test consumer.
+	Arrivals
 	// FlatlineAckP99 is flatline's own histogram (deadline → Kafka ack)
 	// p99, as the upper bound of its bucket.
 	FlatlineAckP99Ms float64 `json:"flatline_histogram_p99_bucket_ms"`
@@ -67,23 +60,20 @@ type LatenessRun struct {
 // medianLateness returns the median run by p99, with every run listed.
 func medianLateness(runs []*LatenessResult) *LatenessResult {
 	sorted := append([]*LatenessResult(nil), runs...)
-	sortBy(sorted, func(r *LatenessResult) float64 { return r.AckUpperBound.P99 })
+	sortBy(sorted, func(r *LatenessResult) float64 { return r.Lateness.P99 })
 	med := sorted[len(sorted)/2]
 	var all []LatenessRun
 	for _, r := range runs {
-		all = append(all, LatenessRun{Received: r.Received, P99Ms: r.AckUpperBound.P99, MaxMs: r.AckUpperBound.Max,
+		all = append(all, LatenessRun{Received: r.Received, P99Ms: r.Lateness.P99, MaxMs: r.Lateness.Max,
 			WatermarkLagP99: r.WatermarkLag.P99, BrokerRTTP99: r.BrokerRTT.P99})
 	}
 	med.Runs = all
 	return med
 }
 
-type eventFields struct {
-	Type       string `json:"type"`
-	DeviceID   string `json:"device_id"`
-	DeadlineMs int64  `json:"deadline_ms"`
-	DetectedMs int64  `json:"detected_at_ms"`
-}
+// latenessLoadRatio is the target under load: each run's p99 at most this
+// many times the same bench run's p99 under a trickle.
+const latenessLoadRatio = 2.0
 
 // runLateness runs scenario 2 with rate background heartbeats per second.
 func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, error) {
@@ -119,29 +109,8 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	}
 	defer fl.Stop(15 * time.Second)
 
-	var mu sync.Mutex
-	type seen struct{ arrival, detected []float64 }
-	var got seen
-	ids2 := map[string]bool{}
-	dups := 0
-	cons, err := startConsumer(brokers, kc.TimeoutsTopic, func(a arrival) {
-		if !bytes.HasPrefix(a.key, []byte("probe-")) {
-			return
-		}
-		var ev eventFields
-		if json.Unmarshal(a.value, &ev) != nil || ev.Type != "timeout" {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if ids2[ev.DeviceID] {
-			dups++
-			return
-		}
-		ids2[ev.DeviceID] = true
-		got.arrival = append(got.arrival, float64(a.at.UnixMicro())/1e3-float64(ev.DeadlineMs))
-		got.detected = append(got.detected, float64(ev.DetectedMs-ev.DeadlineMs))
-	})
+	tally := newArrivalTally("probe-")
+	cons, err := startConsumer(brokers, kc.TimeoutsTopic, tally.add)
 	if err != nil {
 		return nil, err
 	}
@@ -203,10 +172,7 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 		}
 	}()
 	for {
-		mu.Lock()
-		k := len(got.arrival)
-		mu.Unlock()
-		if k >= len(probes) || time.Now().After(end) {
+		if tally.received() >= len(probes) || time.Now().After(end) {
 			break
 		}
 		if exited, err := fl.Exited(); exited {
@@ -235,10 +201,6 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 	if cmdAfter, err := rp.CommandStats(ctx); err == nil {
 		res.RedisTop = topCommands(cmdBefore, cmdAfter, 5)
 	}
-	mu.Lock()
-	res.Received, res.Duplicates = len(got.arrival), dups
-	res.AckUpperBound = sample.DistOf(got.arrival)
-	res.Detected = sample.DistOf(got.detected)
-	mu.Unlock()
+	res.Received, res.Arrivals, _ = tally.result()
 	return res, nil
 }

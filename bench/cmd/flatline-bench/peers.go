@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/flatline-dev/flatline/bench/internal/prefix"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -43,17 +43,10 @@ func runPeers(ctx context.Context, o *options, extra ...string) (*PeersResult, e
 	cmd := exec.CommandContext(ctx, o.peersBin, args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
+	cmd.Stderr = prefix.NewWriter(os.Stderr, "  peers| ")
 	cmd.SysProcAttr = testenv.ChildProcAttr() // killed if the bench dies
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", o.peersBin, err)
-	}
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		fmt.Fprintln(os.Stderr, "  peers| "+sc.Text())
 	}
 	if err := cmd.Wait(); err != nil {
 		return nil, fmt.Errorf("%s: %w", o.peersBin, err)

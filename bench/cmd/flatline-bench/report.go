@@ -125,7 +125,7 @@ func (r *Result) buildTable() {
 			num(l.Devices), num(l.BackgroundRate), num(l.BackgroundIngested), l.Probes, dur(l.SpreadSeconds)),
 			fmt.Sprintf("%d/%d events", l.Received, l.Probes), "all", check(l.Received == l.Probes))
 		add(sc, "arrival at consumer − deadline (≥ Kafka ack − deadline): p50 / p99 / max",
-			fmt.Sprintf("%s / %s / %s ms", ms(l.AckUpperBound.P50), ms(l.AckUpperBound.P99), ms(l.AckUpperBound.Max)), "p99 ≤ 30 ms", check(l.Received == l.Probes && l.AckUpperBound.P99 <= 30))
+			fmt.Sprintf("%s / %s / %s ms", ms(l.Lateness.P50), ms(l.Lateness.P99), ms(l.Lateness.Max)), "p99 ≤ 30 ms", check(l.Received == l.Probes && l.Lateness.P99 <= 30))
 		if len(l.Runs) > 1 {
 			var each []string
 			every := true
@@ -134,6 +134,20 @@ func (r *Result) buildTable() {
 				every = every && r.Received == l.Probes && r.P99Ms <= 30
 			}
 			add(sc, fmt.Sprintf("the %d runs' p99 (median run above), ms", len(l.Runs)), strings.Join(each, "; "), "p99 ≤ 30 ms in every run", check(every))
+		}
+		if t := r.LatenessSparse; l == r.Lateness && t != nil && t.Lateness.P99 > 0 && len(l.Runs) > 0 {
+			// The target that follows the machine: load may not make
+			// detection more than twice as late as a trickle does in the
+			// same run of the bench.
+			var each []string
+			every := t.Received == t.Probes
+			for _, run := range l.Runs {
+				ratio := run.P99Ms / t.Lateness.P99
+				each = append(each, fmt.Sprintf("%.2f", ratio))
+				every = every && run.Received == l.Probes && ratio <= latenessLoadRatio
+			}
+			add(sc, fmt.Sprintf("each run's p99 / the trickle's p99 (%s ms, below)", ms(t.Lateness.P99)), strings.Join(each, ", ")+" ×",
+				fmt.Sprintf("≤ %.0f × in every run", latenessLoadRatio), check(every))
 		}
 		add(sc, "detected_at − deadline: p50 / p99 / max",
 			fmt.Sprintf("%s / %s / %s ms", ms(l.Detected.P50), ms(l.Detected.P99), ms(l.Detected.Max)), "", "")

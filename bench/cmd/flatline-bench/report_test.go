@@ -1,23 +1,36 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"testing"
+
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
 
 // The bench's arithmetic and parsing; no test here measures speed.
 
 func TestHistQuantileUsesTheScrapeDifference(t *testing.T) {
 	const h = "flatline_detection_lateness_seconds"
-	before := map[string]float64{
-		h + `_bucket{le="0.01"}`: 100, h + `_bucket{le="0.03"}`: 100, h + `_bucket{le="0.1"}`: 100, h + `_bucket{le="+Inf"}`: 100,
+	// scrape is a /metrics page with the histogram's cumulative bucket
+	// counts at le 0.01, 0.03, 0.1 and +Inf.
+	scrape := func(counts ...int) e2etest.Metrics {
+		page := "# TYPE " + h + " histogram\n"
+		for i, le := range []string{"0.01", "0.03", "0.1", "+Inf"} {
+			page += fmt.Sprintf("%s_bucket{le=%q} %d\n", h, le, counts[i])
+		}
+		page += fmt.Sprintf("%s_sum 1\n%s_count %d\n", h, h, counts[3])
+		m, err := e2etest.ParseMetrics([]byte(page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
+	before := scrape(100, 100, 100, 100)
 	// 100 new observations: 90 within 10 ms, 9 more within 30 ms, 1 within 100 ms.
-	after := map[string]float64{
-		h + `_bucket{le="0.01"}`: 190, h + `_bucket{le="0.03"}`: 199, h + `_bucket{le="0.1"}`: 200, h + `_bucket{le="+Inf"}`: 200,
-	}
+	after := scrape(190, 199, 200, 200)
 	if b, n := histQuantile(before, after, h, 0.99); b != 0.03 || n != 100 {
 		t.Fatalf("p99 = %v over %v, want the 0.03 bucket over 100", b, n)
 	}
@@ -66,13 +79,32 @@ func TestNum(t *testing.T) {
 	}
 }
 
-func TestChildEnvDropsTheCallersSettings(t *testing.T) {
-	t.Setenv("FLATLINE_REDIS_ADDRS", "10.0.0.1:6379")
-	env := childEnv(map[string]string{"ingest.coalesce_window": "10s", "redis.addrs": "127.0.0.1:1"})
-	if !slices.Contains(env, "FLATLINE_INGEST_COALESCE_WINDOW=10s") || !slices.Contains(env, "FLATLINE_REDIS_ADDRS=127.0.0.1:1") {
-		t.Fatalf("settings missing: %v", env)
-	}
-	if slices.Contains(env, "FLATLINE_REDIS_ADDRS=10.0.0.1:6379") {
-		t.Fatal("the caller's FLATLINE_ variable leaked into the measured process")
+// The lateness target that follows the machine: every run under load at
+// most twice the trickle's p99 of the same bench run, else missed.
+func TestLatenessRatioRow(t *testing.T) {
+	for _, tc := range []struct {
+		runs []float64
+		want string
+	}{
+		{[]float64{18, 20, 19.9}, "met"},
+		{[]float64{18, 20.1, 19}, "MISSED"},
+	} {
+		load := &LatenessResult{Probes: 10, Received: 10}
+		for _, p99 := range tc.runs {
+			load.Runs = append(load.Runs, LatenessRun{Received: 10, P99Ms: p99})
+		}
+		trickle := &LatenessResult{Probes: 10, Received: 10}
+		trickle.Lateness.P99 = 10
+		r := &Result{Lateness: load, LatenessSparse: trickle}
+		r.buildTable()
+		got := ""
+		for _, row := range r.Table {
+			if strings.HasPrefix(row.Measure, "each run's p99 / the trickle's p99") {
+				got = row.Status
+			}
+		}
+		if got != tc.want {
+			t.Errorf("runs %v against a 10 ms trickle: %q, want %q", tc.runs, got, tc.want)
+		}
 	}
 }

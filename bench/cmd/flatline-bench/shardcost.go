@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -56,12 +54,9 @@ type ShardCostRun struct {
 	HeartbeatsIn  float64 `json:"heartbeats_consumed_per_second"`
 	Silent        int     `json:"silent_sent"`
 	Received      int     `json:"silent_timeouts_received"`
-	Duplicates    int     `json:"duplicates"`
 	FleetTimeouts int     `json:"fleet_timeouts"`
-	// Lateness: the timeout event's arrival at the test consumer − its
-	// deadline; Detected: detected_at_ms − deadline_ms, as the event says.
-	Lateness sample.Dist `json:"arrival_minus_deadline"`
-	Detected sample.Dist `json:"detected_minus_deadline"`
+	// Arrivals are the silent devices' timeouts at the test consumer.
+	Arrivals
 	Cost
 }
 
@@ -136,28 +131,8 @@ func runShardCostOnce(ctx context.Context, o *options, shards int) (*ShardCostRu
 	}
 	defer fl.Stop(15 * time.Second)
 
-	var mu sync.Mutex
-	var late, detected []float64
-	seen := map[string]bool{}
-	cons, err := startConsumer(brokers, kc.TimeoutsTopic, func(a arrival) {
-		var ev eventFields
-		if json.Unmarshal(a.value, &ev) != nil || ev.Type != "timeout" {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !bytes.HasPrefix(a.key, []byte("silent-")) {
-			run.FleetTimeouts++
-			return
-		}
-		if seen[ev.DeviceID] {
-			run.Duplicates++
-			return
-		}
-		seen[ev.DeviceID] = true
-		late = append(late, float64(a.at.UnixMicro())/1e3-float64(ev.DeadlineMs))
-		detected = append(detected, float64(ev.DetectedMs-ev.DeadlineMs))
-	})
+	tally := newArrivalTally("silent-")
+	cons, err := startConsumer(brokers, kc.TimeoutsTopic, tally.add)
 	if err != nil {
 		return nil, err
 	}
@@ -203,10 +178,7 @@ func runShardCostOnce(ctx context.Context, o *options, shards int) (*ShardCostRu
 	// The last silent devices fire a timeout after the window.
 	end := time.Now().Add(costSilentTimeout + 10*time.Second)
 	for {
-		mu.Lock()
-		n := len(late)
-		mu.Unlock()
-		if n >= sent || time.Now().After(end) {
+		if tally.received() >= sent || time.Now().After(end) {
 			break
 		}
 		if exited, err := fl.Exited(); exited {
@@ -214,10 +186,7 @@ func runShardCostOnce(ctx context.Context, o *options, shards int) (*ShardCostRu
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	run.Received = len(late)
-	run.Lateness, run.Detected = sample.DistOf(late), sample.DistOf(detected)
+	run.Received, run.Arrivals, run.FleetTimeouts = tally.result()
 	return run, nil
 }
 

@@ -75,8 +75,10 @@ func runStormCost(ctx context.Context, o *options) (*StormCostResult, error) {
 }
 
 // guardPairs measures pairs times (at least once) with the guard on (the
-// default storm.max_hold) and then off (storm.max_hold 0), alternately, so
-// that a drift of the machine weighs on both alike; measure's k is the
+// default storm.max_hold) and off (storm.max_hold 0), one after the other,
+// so that a drift of the machine weighs on both alike, and in turns (on
+// first in even pairs, off first in odd ones), so that whatever the first
+// run after a pause pays does not fall on one side only; measure's k is the
 // pair. It returns the figures of each.
 func guardPairs(pairs int, measure func(k int, guard string, settings map[string]string) (float64, error)) (on, off []float64, err error) {
 	settings := map[string]map[string]string{
@@ -84,7 +86,11 @@ func guardPairs(pairs int, measure func(k int, guard string, settings map[string
 		"off": {"storm.max_hold": "0s"},
 	}
 	for k := 0; k < max(1, pairs); k++ {
-		for _, guard := range []string{"on", "off"} {
+		order := []string{"on", "off"}
+		if k%2 == 1 {
+			order = []string{"off", "on"}
+		}
+		for _, guard := range order {
 			v, err := measure(k, guard, settings[guard])
 			if err != nil {
 				return nil, nil, err

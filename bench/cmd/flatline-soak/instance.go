@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,9 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"sync"
 	"time"
 
+	"github.com/flatline-dev/flatline/bench/internal/prefix"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -41,7 +40,7 @@ func startInstance(bin, slot string, gen int, httpAddr string, settings map[stri
 	all["instance_id"] = in.id
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = testenv.SettingsEnv(all)
-	out := &prefixWriter{w: os.Stderr, prefix: fmt.Sprintf("  %s| ", in.id)}
+	out := prefix.NewWriter(os.Stderr, fmt.Sprintf("  %s| ", in.id))
 	cmd.Stdout, cmd.Stderr = out, out
 	in.started = time.Now()
 	p, err := testenv.StartProcess(cmd)
@@ -98,28 +97,4 @@ func (in *instance) stop(timeout time.Duration) (int, error) {
 		return code, fmt.Errorf("%s exited with %v", in.id, in.proc.Err())
 	}
 	return 0, nil
-}
-
-// prefixWriter writes each complete line to w with prefix; exec copies the
-// child's output into it from one goroutine, which Wait waits for.
-type prefixWriter struct {
-	w      io.Writer
-	prefix string
-	mu     sync.Mutex
-	buf    []byte
-}
-
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.buf = append(p.buf, b...)
-	for {
-		i := bytes.IndexByte(p.buf, '\n')
-		if i < 0 {
-			break
-		}
-		_, _ = fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf[:i])
-		p.buf = p.buf[i+1:]
-	}
-	return len(b), nil
 }

@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flatline-dev/flatline/bench/internal/host"
 	"github.com/flatline-dev/flatline/bench/internal/runfile"
+	"github.com/flatline-dev/flatline/internal/testenv/host"
 )
 
 // Result is the JSON written to bench/results/soak-<UTC time>.json.

@@ -3,16 +3,14 @@ package main
 import (
 	"cmp"
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/flatline-dev/flatline/bench/internal/host"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/testenv/host"
 )
 
 // slots holds the instance running in each slot now, for the sampler and
@@ -138,7 +136,7 @@ func (s *sampler) sampleAll(ctx context.Context, client *http.Client) {
 
 func (s *sampler) sampleOne(ctx context.Context, client *http.Client, in *instance) procSample {
 	p := procSample{T: time.Since(s.t0).Seconds(), Slot: in.slot, ID: in.id, PID: in.pid}
-	m, err := scrape(ctx, client, "http://"+in.httpAddr+"/metrics")
+	m, err := e2etest.ScrapeMetricsWith(ctx, client, "http://"+in.httpAddr+"/metrics")
 	if err != nil {
 		p.Err = err.Error()
 		return p
@@ -155,26 +153,6 @@ func (s *sampler) sampleOne(ctx context.Context, client *http.Client, in *instan
 	hp := host.ReadProc(in.pid)
 	p.RSS, p.CPUSeconds = hp.RSS, hp.CPU.Seconds()
 	return p
-}
-
-func scrape(ctx context.Context, client *http.Client, url string) (e2etest.Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	page, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return e2etest.ParseMetrics(page)
 }
 
 // samples returns what was sampled; call it once Run has returned.

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/flatline-dev/flatline/bench/internal/host"
+	"github.com/flatline-dev/flatline/internal/testenv/host"
 )
 
 // Header opens a result: embedded in a program's result type, its fields

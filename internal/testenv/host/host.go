@@ -1,6 +1,7 @@
 // Package host reads what Linux says in /proc about a process (its CPU
 // time and resident memory) and about the machine a run happened on, for
-// flatline-bench and flatline-soak alike. Off Linux every figure is zero.
+// flatline-bench, flatline-soak and the end-to-end tests alike. Off Linux
+// every figure is zero.
 package host
 
 import (
