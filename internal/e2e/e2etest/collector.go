@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flatline-dev/flatline/dispatch"
-	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -27,9 +27,10 @@ type Received struct {
 }
 
 // Collector reads every partition of a topic of events from the start,
-// riding out broker errors (it reads through the Kafka outage test). A
-// test looks at what it read as a whole (ByDevice, CountDevices) or in
-// order (Next).
+// with franz-go's client (independent of the kafka-go code flatline
+// produces with), riding out broker errors (it reads through the Kafka
+// outage test). A test looks at what it read as a whole (ByDevice,
+// CountDevices) or in order (Next).
 type Collector struct {
 	brokers    []string
 	topic      string
@@ -55,14 +56,22 @@ func Collect(t testing.TB, brokers []string, topic string, partitions int) *Coll
 		brokers: brokers, topic: topic, partitions: partitions, next: make([]atomic.Int64, partitions),
 		more: make(chan struct{}), cancel: cancel,
 	}
+	from := make(map[int32]kgo.Offset, partitions)
 	for p := 0; p < partitions; p++ {
-		r := kafka.NewReader(kafka.ReaderConfig{
-			Brokers: brokers, Topic: topic, Partition: p, MinBytes: 1, MaxBytes: 10 << 20,
-			MaxWait: 50 * time.Millisecond, ReadBackoffMin: 20 * time.Millisecond, ReadBackoffMax: 200 * time.Millisecond,
-		})
-		c.wg.Add(1)
-		go c.read(ctx, r, p)
+		from[int32(p)] = kgo.NewOffset().AtStart()
 	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchMaxWait(50*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+	)
+	if err != nil {
+		cancel()
+		t.Fatalf("collector for %s: %v", topic, err)
+	}
+	c.wg.Add(1)
+	go c.read(ctx, cl)
 	t.Cleanup(func() {
 		c.cancel()
 		c.wg.Wait()
@@ -75,36 +84,67 @@ func Collect(t testing.TB, brokers []string, topic string, partitions int) *Coll
 	return c
 }
 
-func (c *Collector) read(ctx context.Context, r *kafka.Reader, p int) {
+func (c *Collector) read(ctx context.Context, cl *kgo.Client) {
 	defer c.wg.Done()
-	defer r.Close()
+	defer cl.Close()
 	for {
-		m, err := r.ReadMessage(ctx)
+		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil {
-			// A broker error (the Kafka outage test injects them): the
-			// reader keeps its offset and tries again.
-			retry.Sleep(ctx, 20*time.Millisecond)
-			continue
-		}
-		var ev dispatch.Event
-		c.mu.Lock()
-		if err := json.Unmarshal(m.Value, &ev); err != nil {
-			c.bad = append(c.bad, fmt.Sprintf("partition %d offset %d: %q: %v", p, m.Offset, m.Value, err))
-		} else if strings.HasPrefix(ev.Type, "storm_") {
-			// storm_started and storm_ended name no device: kept apart,
-			// so the device events read as before (Storms).
-			c.storms = append(c.storms, Received{Key: string(m.Key), Partition: p, Offset: m.Offset, Ev: ev, At: time.Now()})
-		} else {
-			c.events = append(c.events, Received{Key: string(m.Key), Partition: p, Offset: m.Offset, Ev: ev, At: time.Now()})
-			close(c.more)
-			c.more = make(chan struct{})
-		}
-		c.mu.Unlock()
+		// Broker errors (the Kafka outage test injects them): the client
+		// keeps its offsets and fetches again.
+		fs.EachRecord(c.take)
+	}
+}
+
+// take keeps one record read.
+func (c *Collector) take(m *kgo.Record) {
+	p := int(m.Partition)
+	var ev dispatch.Event
+	c.mu.Lock()
+	if err := json.Unmarshal(m.Value, &ev); err != nil {
+		c.bad = append(c.bad, fmt.Sprintf("partition %d offset %d: %q: %v", p, m.Offset, m.Value, err))
+	} else if strings.HasPrefix(ev.Type, "storm_") {
+		// storm_started and storm_ended name no device: kept apart, so
+		// the device events read as before (Storms).
+		c.storms = append(c.storms, Received{Key: string(m.Key), Partition: p, Offset: m.Offset, Ev: ev, At: time.Now()})
+	} else {
+		c.events = append(c.events, Received{Key: string(m.Key), Partition: p, Offset: m.Offset, Ev: ev, At: time.Now()})
+		close(c.more)
+		c.more = make(chan struct{})
+	}
+	c.mu.Unlock()
+	if p < len(c.next) {
 		c.next[p].Store(m.Offset + 1)
 	}
+}
+
+// Behind says, per partition, where the collector has read to and where
+// the topic ends: whether events a test waits for are in Kafka unread, or
+// were never produced.
+func (c *Collector) Behind() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	reqs := make([]kafka.OffsetRequest, c.partitions)
+	for p := range reqs {
+		reqs[p] = kafka.LastOffsetOf(p)
+	}
+	client := &kafka.Client{Addr: kafka.TCP(c.brokers...)}
+	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{c.topic: reqs}})
+	if err != nil {
+		return fmt.Sprintf("%s: cannot list offsets: %v", c.topic, err)
+	}
+	end := make(map[int]int64)
+	for _, po := range resp.Topics[c.topic] {
+		end[po.Partition] = po.LastOffset
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s read/end by partition:", c.topic)
+	for p := 0; p < c.partitions; p++ {
+		fmt.Fprintf(&b, " %d:%d/%d", p, c.next[p].Load(), end[p])
+	}
+	return b.String()
 }
 
 // Storms returns the storm_started and storm_ended events read so far.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Fleet beats for its devices into the signals topic: every interval one
@@ -26,11 +26,12 @@ type Fleet struct {
 	IDs      []string
 	silentAt []time.Time // per device; zero: never silent
 
-	mu     sync.Mutex
-	last   map[string]int64 // silent devices: ts of the newest acknowledged heartbeat
-	rounds int
-	maxLag time.Duration // longest time from a round's ts to the next round's ack
-	err    error
+	mu      sync.Mutex
+	last    map[string]int64 // silent devices: ts of the newest acknowledged heartbeat
+	rounds  int
+	lastAck time.Time     // when Kafka acknowledged the newest round
+	maxLag  time.Duration // longest time from a round's ts to the next round's ack
+	err     error
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -71,46 +72,73 @@ func SilentEvery(devices, n int, at time.Time) []time.Time {
 // before.
 func StartFleet(t testing.TB, brokers []string, ids []string, interval time.Duration, silentAt []time.Time) *Fleet {
 	t.Helper()
-	return StartFleetOn(t, NewWriter(brokers, Signals), ids, interval, silentAt)
+	return StartFleetWith(t, brokers, nil, ids, interval, silentAt)
 }
 
-// StartFleetOn is StartFleet producing through w, which the fleet closes
-// when it stops.
-func StartFleetOn(t testing.TB, w *kafka.Writer, ids []string, interval time.Duration, silentAt []time.Time) *Fleet {
+// StartFleetWith is StartFleet producing with franz-go's client (an
+// independent producer, as the collector is an independent consumer)
+// configured with opts on top of the fleet's own: keys partitioned by
+// murmur2 like any Kafka client, every round acknowledged by all replicas,
+// retried until it is (a round that never lands shows in the failure as
+// the fleet's last acknowledgement long ago).
+func StartFleetWith(t testing.TB, brokers []string, opts []kgo.Opt, ids []string, interval time.Duration, silentAt []time.Time) *Fleet {
 	t.Helper()
 	if len(silentAt) != len(ids) {
 		t.Fatalf("fleet: %d silence times for %d devices", len(silentAt), len(ids))
 	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.DefaultProduceTopic(Signals),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.MaxBufferedRecords(max(10000, 2*len(ids))),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }),
+	}, opts...)...)
+	if err != nil {
+		t.Fatalf("fleet: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Fleet{IDs: ids, silentAt: silentAt, last: make(map[string]int64), cancel: cancel, done: make(chan struct{})}
-	go f.run(ctx, w, interval)
+	go f.run(ctx, cl, interval)
 	t.Cleanup(f.Stop)
 	return f
 }
 
-func (f *Fleet) run(ctx context.Context, w *kafka.Writer, interval time.Duration) {
+func (f *Fleet) run(ctx context.Context, cl *kgo.Client, interval time.Duration) {
 	defer close(f.done)
-	defer w.Close()
+	// Stopping closes the client at once, failing a round that waits on a
+	// broker which may not come back (an idempotent produce in flight is
+	// not abandoned for a cancelled context alone).
+	closed := make(chan struct{})
+	closeOnStop := context.AfterFunc(ctx, func() { cl.Close(); close(closed) })
+	defer func() {
+		if closeOnStop() {
+			cl.Close()
+		} else {
+			<-closed
+		}
+	}()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	msgs := make([]kafka.Message, 0, len(f.IDs))
+	recs := make([]*kgo.Record, 0, len(f.IDs))
 	var prev time.Time
 	for {
 		now := time.Now()
 		ms := now.UnixMilli()
 		ts := strconv.FormatInt(ms, 10)
-		msgs = msgs[:0]
+		recs = recs[:0]
 		for i, id := range f.IDs {
 			if s := f.silentAt[i]; !s.IsZero() && !now.Before(s) {
 				continue
 			}
-			msgs = append(msgs, kafka.Message{
-				Key:   []byte(id),
-				Value: []byte(`{"device_id":"` + id + `","ts":` + ts + `}`),
-				Time:  now,
+			recs = append(recs, &kgo.Record{
+				Key:       []byte(id),
+				Value:     []byte(`{"device_id":"` + id + `","ts":` + ts + `}`),
+				Timestamp: now,
 			})
 		}
-		err := w.WriteMessages(ctx, msgs...)
+		err := cl.ProduceSync(ctx, recs...).FirstErr()
 		if ctx.Err() != nil {
 			return
 		}
@@ -124,6 +152,7 @@ func (f *Fleet) run(ctx context.Context, w *kafka.Writer, interval time.Duration
 		// time from its previous heartbeat's ts to this ack, and a silent
 		// device's last heartbeat is the last one Kafka has.
 		f.rounds++
+		f.lastAck = time.Now()
 		if !prev.IsZero() {
 			f.maxLag = max(f.maxLag, time.Since(prev))
 		}
@@ -153,6 +182,24 @@ func (f *Fleet) Rounds() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.rounds
+}
+
+// Err is the error that stopped the fleet's producing, if one did.
+func (f *Fleet) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// progress says how many rounds Kafka acknowledged and how long ago the
+// newest one was, for a failure that waited on the fleet's devices.
+func (f *Fleet) progress() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rounds == 0 {
+		return "fleet: no round acknowledged yet"
+	}
+	return fmt.Sprintf("fleet: %d rounds acknowledged, the newest %v ago", f.rounds, time.Since(f.lastAck).Round(time.Millisecond))
 }
 
 // LastBeats returns the ts of each silent device's newest acknowledged

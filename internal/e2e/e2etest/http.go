@@ -1,6 +1,7 @@
 package e2etest
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,10 +21,21 @@ func HTTPStatus(url string) int {
 	return resp.StatusCode
 }
 
+// getClient is HTTPGet's: a GET may take 10 s.
+var getClient = &http.Client{Timeout: 10 * time.Second}
+
 // HTTPGet returns the body of a 200 answer to a GET of url.
 func HTTPGet(url string) ([]byte, error) {
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
+	return httpGet(context.Background(), getClient, url)
+}
+
+// httpGet is HTTPGet through client, within ctx.
+func httpGet(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@ package e2etest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net/http"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -25,7 +27,12 @@ func ParseMetrics(page []byte) (Metrics, error) {
 
 // ScrapeMetrics GETs url, a /metrics page, and parses it.
 func ScrapeMetrics(url string) (Metrics, error) {
-	page, err := HTTPGet(url)
+	return ScrapeMetricsWith(context.Background(), getClient, url)
+}
+
+// ScrapeMetricsWith is ScrapeMetrics through client, within ctx.
+func ScrapeMetricsWith(ctx context.Context, client *http.Client, url string) (Metrics, error) {
+	page, err := httpGet(ctx, client, url)
 	if err != nil {
 		return nil, err
 	}

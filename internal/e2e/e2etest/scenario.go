@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/inspect"
@@ -140,13 +140,14 @@ func (s Scenario) StartOn(t testing.TB, e *Env, configure func(*configs.Config))
 // Every).
 func (r *Run) StartFleet(t testing.TB, prefix string, silentAt []time.Time) *Fleet {
 	t.Helper()
-	return r.StartFleetOn(t, NewWriter(r.Kafka.Brokers(), Signals), prefix, silentAt)
+	return r.StartFleetWith(t, nil, prefix, silentAt)
 }
 
-// StartFleetOn is StartFleet producing through w.
-func (r *Run) StartFleetOn(t testing.TB, w *kafka.Writer, prefix string, silentAt []time.Time) *Fleet {
+// StartFleetWith is StartFleet with the producer's options opts
+// (StartFleetWith of the package).
+func (r *Run) StartFleetWith(t testing.TB, opts []kgo.Opt, prefix string, silentAt []time.Time) *Fleet {
 	t.Helper()
-	r.Fleet = StartFleetOn(t, w, IDs(prefix, r.Devices), r.Interval, silentAt)
+	r.Fleet = StartFleetWith(t, r.Kafka.Brokers(), opts, IDs(prefix, r.Devices), r.Interval, silentAt)
 	return r.Fleet
 }
 

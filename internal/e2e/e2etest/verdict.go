@@ -1,6 +1,7 @@
 package e2etest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/shard"
 )
 
 // Delivery is what a test promises about duplicates.
@@ -25,10 +27,47 @@ const (
 // Want is what a fleet test expects of the timeouts: the timeout every
 // device has, the shard count the events may name (the largest layout of
 // the test), and whether a timeout may repeat.
+//
+// Held are the holds of the storm guard the run recorded (HeldIn): a
+// starved fleet or broker can stand a busy partition still long enough to
+// be a stall, and then a silent device whose deadline fell inside the hold
+// may fire as SPEC §10 re-enters it, its timeout counted again from the
+// hold's end (last_seen_ms is the hold's end).
 type Want struct {
 	Timeout  time.Duration
 	Shards   int
 	Delivery Delivery
+	Held     []shard.Held
+}
+
+// HeldIn reads the holds recorded in store (kept an hour after their end),
+// for Want.Held.
+func HeldIn(t testing.TB, store *shard.Store) []shard.Held {
+	t.Helper()
+	st, err := store.ReadGate(context.Background())
+	if err != nil {
+		t.Fatalf("read the storm guard's holds: %v", err)
+	}
+	return st.Held
+}
+
+// reentered lists the deadlines a device last heard at lastMs may fire
+// with: its own, then each one a hold in held gave it again from the
+// hold's end (scanner/reenter.go's rule).
+func reentered(lastMs, timeoutMs int64, held []shard.Held) []int64 {
+	out := []int64{lastMs + timeoutMs}
+	for again := true; again; {
+		again = false
+		d := out[len(out)-1]
+		for _, h := range held {
+			if d > h.FromMs && d-timeoutMs < h.EndMs && h.EndMs+timeoutMs > d {
+				out = append(out, h.EndMs+timeoutMs)
+				again = true
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Verdict is what a test observed about the timeouts topic.
@@ -38,6 +77,7 @@ type Verdict struct {
 	Fired      int // silent devices with at least one timeout
 	Duplicates int // timeout events beyond the first of a device
 	DupDevices int // devices with a duplicate
+	Reentered  int // silent devices that fired re-entered by a hold (Want.Held)
 
 	// Late holds, per silent device that fired, the time from its deadline
 	// to the collector reading its first timeout.
@@ -52,8 +92,12 @@ type Verdict struct {
 }
 
 func (v Verdict) String() string {
-	return fmt.Sprintf("%d timeout events; %d of %d silent devices fired; %d duplicates over %d devices",
+	s := fmt.Sprintf("%d timeout events; %d of %d silent devices fired; %d duplicates over %d devices",
 		v.Timeouts, v.Fired, v.Silent, v.Duplicates, v.DupDevices)
+	if v.Reentered > 0 {
+		s += fmt.Sprintf("; %d fired re-entered after a hold of the storm guard", v.Reentered)
+	}
+	return s
 }
 
 // Verdict checks SPEC §3 on the events c read, once the fleet and the
@@ -96,6 +140,10 @@ func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
 		}
 		v.Fired++
 		first := evs[0].Ev
+		deadlines := reentered(lastMs, timeout.Milliseconds(), w.Held)
+		if first.DeadlineMs != deadlines[0] && slices.Contains(deadlines, first.DeadlineMs) {
+			v.Reentered++
+		}
 		for k, r := range evs {
 			ev := r.Ev
 			if ev.Type != dispatch.TypeTimeout {
@@ -105,9 +153,9 @@ func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
 			if r.Key != id {
 				t.Errorf("%s: event under Kafka key %q", id, r.Key)
 			}
-			if ev.LastSeenMs != lastMs || ev.DeadlineMs != lastMs+timeout.Milliseconds() || ev.TimeoutMs != timeout.Milliseconds() {
-				t.Errorf("%s: last_seen %d deadline %d timeout %d, want its last heartbeat %d + %v",
-					id, ev.LastSeenMs, ev.DeadlineMs, ev.TimeoutMs, lastMs, timeout)
+			if !slices.Contains(deadlines, ev.DeadlineMs) || ev.LastSeenMs != ev.DeadlineMs-timeout.Milliseconds() || ev.TimeoutMs != timeout.Milliseconds() {
+				t.Errorf("%s: last_seen %d deadline %d timeout %d, want its last heartbeat %d + %v (or a hold's end + %v: holds %+v)",
+					id, ev.LastSeenMs, ev.DeadlineMs, ev.TimeoutMs, lastMs, timeout, timeout, w.Held)
 			}
 			if ev.EventID != id+"/"+strconv.FormatInt(ev.DeadlineMs, 10) {
 				t.Errorf("%s: event_id %q", id, ev.EventID)
@@ -162,22 +210,28 @@ func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
 
 // Finish ends a fleet test whose instances run in process: it waits up to
 // wait for every silent device's timeout (failing at once if an instance
-// stopped on its own), keeps the fleet beating 1.5 s more so that late
-// duplicates and false timeouts show, stops the instances (before the
-// fleet, or every device would time out), then the fleet, reads c to the
-// topic's end and returns the Verdict.
+// stopped on its own or the fleet could not produce), keeps the fleet
+// beating 1.5 s more so that late duplicates and false timeouts show,
+// stops the instances (before the fleet, or every device would time out),
+// then the fleet, reads c to the topic's end and returns the Verdict.
 func (f *Fleet) Finish(t testing.TB, c *Collector, wait time.Duration, w Want, insts ...*Instance) Verdict {
 	t.Helper()
-	Eventually(t, wait, "a timeout for every silent device", func() bool {
+	EventuallyNil(t, wait, "a timeout for every silent device", func() error {
 		for _, in := range insts {
 			if in.Exited() {
 				t.Fatalf("flatline %s stopped on its own: %v", in.ID(), in.Err())
 			}
 		}
-		return f.Fired(c) == f.Silent()
+		if err := f.Err(); err != nil {
+			t.Fatalf("fleet: produce heartbeats: %v (%s)", err, f.progress())
+		}
+		return f.unfired(c, insts)
 	})
 	allFired := time.Now()
 	time.Sleep(1500 * time.Millisecond) // the watch for duplicates and false timeouts
+	if len(insts) > 0 {
+		w.Held = HeldIn(t, insts[0].Store)
+	}
 	for _, in := range insts {
 		if err := in.Stop(); err != nil {
 			t.Errorf("flatline %s stopped with %v", in.ID(), err)
@@ -188,6 +242,70 @@ func (f *Fleet) Finish(t testing.TB, c *Collector, wait time.Duration, w Want, i
 	v := f.Verdict(t, c, w)
 	v.AllFired = allFired
 	return v
+}
+
+// unfired is nil once every silent device got a timeout in c, and says
+// otherwise how many did not and where a few of them stand (Unfired).
+func (f *Fleet) unfired(c *Collector, insts []*Instance) error {
+	var in *Instance
+	if len(insts) > 0 {
+		in = insts[0]
+	}
+	if err := Unfired(c, f.SilentIDs(), f.LastBeats(), in); err != nil {
+		return fmt.Errorf("%w; %s", err, f.progress())
+	}
+	return nil
+}
+
+// Unfired is nil once every device of ids got a timeout in c, and says
+// otherwise how many did not; its message (made only when printed) adds
+// where the timeouts topic stands against what c read, and for three of
+// the devices their last heartbeat (from last) and, with in, their
+// deadline in Redis and in's gate watermark: what a test that waits for
+// timeouts in vain has to say.
+func Unfired(c *Collector, ids []string, last map[string]int64, in *Instance) error {
+	got := c.ByDevice()
+	var missing []string
+	for _, id := range ids {
+		if len(got[id]) == 0 {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return &unfiredError{c: c, of: len(ids), missing: missing, last: last, in: in, at: time.Now()}
+}
+
+type unfiredError struct {
+	c       *Collector
+	of      int
+	missing []string
+	last    map[string]int64
+	in      *Instance
+	at      time.Time
+}
+
+func (e *unfiredError) Error() string {
+	desc := fmt.Sprintf("%d of %d devices without a timeout at %d (%s)", len(e.missing), e.of, e.at.UnixMilli(), e.c.Behind())
+	if e.in == nil {
+		return desc
+	}
+	desc += fmt.Sprintf(", gate watermark %d", e.in.Gate.Watermark())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	l, _, err := e.in.Store.Layout(ctx)
+	for _, id := range e.missing[:min(3, len(e.missing))] {
+		desc += fmt.Sprintf("; %s last heartbeat %d", id, e.last[id])
+		if err != nil {
+			continue
+		}
+		i := l.ShardOf(shard.Hash(id))
+		score, ok, err := e.in.Store.Score(ctx, i, id)
+		deadline, _ := shard.DecodeScore(score)
+		desc += fmt.Sprintf(", in shard %d: tracked %v, deadline %d (%v)", i, ok, deadline, err)
+	}
+	return desc
 }
 
 // Spread says how durations spread: "p50 … p99 … max …", rounded to the

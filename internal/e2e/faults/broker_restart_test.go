@@ -36,7 +36,7 @@ func TestBrokerRestart(t *testing.T) {
 	stopAt := start.Add(3 * time.Second)
 	// The fleet's producer refreshes its metadata often, as a producer
 	// told NOT_LEADER would.
-	f := run.StartFleetOn(t, metadataRefreshing(k.Brokers()), "br-", run.Schedule(rng, stopAt.Add(-time.Second), stopAt.Add(5*time.Second)))
+	f := run.StartFleetWith(t, metadataRefreshing, "br-", run.Schedule(rng, stopAt.Add(-time.Second), stopAt.Add(5*time.Second)))
 
 	c := k.Cluster()
 	victim := c.LeaderFor(e2etest.Signals, 0)

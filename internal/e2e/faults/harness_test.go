@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
@@ -26,14 +26,10 @@ var outageScenario = e2etest.Scenario{
 	Shards:     8,
 }
 
-// metadataRefreshing is a fleet's producer that refreshes its metadata
-// every 100 ms, as a producer told NOT_LEADER would, so that it follows a
-// leader move or a new partition count within moments.
-func metadataRefreshing(brokers []string) *kafka.Writer {
-	w := e2etest.NewWriter(brokers, e2etest.Signals)
-	w.Transport = &kafka.Transport{MetadataTTL: 100 * time.Millisecond}
-	return w
-}
+// metadataRefreshing are a fleet producer's options to refresh its
+// metadata every 100 ms, so that it follows a leader move or a new
+// partition count within moments.
+var metadataRefreshing = []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond), kgo.MetadataMaxAge(100 * time.Millisecond)}
 
 // seed returns the random seed of a test: FLATLINE_FAULTS_SEED when set (to
 // replay a failure), else a fresh one. It is logged either way.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
-	"github.com/flatline-dev/flatline/shard"
 )
 
 // TestThreeInstancesKill9 runs three real `flatline serve` processes on one
@@ -38,7 +37,7 @@ func TestThreeInstancesKill9(t *testing.T) {
 	for _, id := range ids {
 		procs[id] = startProc(t, r.bin, envFor(id), r.logs, "serve")
 	}
-	store := shard.NewStore(r.Redis.Client(t), shard.NewKeys(r.Cfg.Redis.KeyPrefix))
+	store := r.store(t)
 	ctx := context.Background()
 	owners := func() []string {
 		o, err := store.LeaseOwners(ctx, shards)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +14,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
+	"github.com/flatline-dev/flatline/internal/testenv/host"
 )
 
 // TestMemoryBounded streams 300,000 distinct device ids through one `serve`
@@ -69,21 +70,17 @@ type gcSample struct {
 // compares the live heap while the first `phase` devices stream through
 // with the live heap while the last `phase` do.
 func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
-	const partitions = 4
-	bin := flatlineBinary(t)
-	e := e2etest.NewEnv(t, partitions)
-	rs, k, prefix := e.Redis, e.Kafka, e.Cfg.Redis.KeyPrefix
-	env := serveEnv(e.Cfg, map[string]string{
-		"FLATLINE_TIMEOUTS_DEFAULT":       "1h", // nothing fires: the devices only stream through
-		"FLATLINE_SHARDS_INITIAL_COUNT":   "16",
+	// A 1 h timeout: nothing fires, the devices only stream through.
+	r := newServeRig(t, e2etest.Scenario{Timeout: time.Hour, Partitions: 4, Shards: 16}, 500, "flatline serve")
+	bin, logs := r.bin, r.logs
+	rs, k, prefix := r.Redis, r.Kafka, r.Cfg.Redis.KeyPrefix
+	env := r.env(map[string]string{
 		"FLATLINE_INGEST_COALESCE_WINDOW": coalesceWindow,
 		"FLATLINE_HTTP_ADDR":              "127.0.0.1:0",
 		"GODEBUG":                         "gctrace=1",
 		// More, smaller GC cycles: more samples of the live heap.
 		"GOGC": "10",
 	})
-	logs := e2etest.NewLogBuffer(500)
-	logs.DumpOnFailure(t, "flatline serve")
 
 	var consumed atomic.Int64 // the child's flatline_heartbeats_consumed_total, last scraped
 	var mu sync.Mutex
@@ -107,7 +104,7 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 	}
 
 	// Scrape progress and RSS every 50 ms while the devices stream through.
-	var rssAtPhase, rssAtEnd atomic.Int64
+	var rssAtPhase atomic.Int64
 	defer pollEvery(t, 50*time.Millisecond, func(context.Context) {
 		m, err := e2etest.ScrapeMetrics(metricsURL)
 		if err != nil {
@@ -117,7 +114,7 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 			n := int64(v)
 			consumed.Store(n)
 			if n >= int64(phase) && rssAtPhase.Load() == 0 {
-				rssAtPhase.Store(procStatusKB(p.Pid(), "VmRSS"))
+				rssAtPhase.Store(host.ReadProc(p.Pid()).RSS)
 			}
 		}
 	})()
@@ -132,10 +129,9 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 		return consumed.Load() >= int64(total)
 	})
 	streamed := time.Since(start)
-	rssAtEnd.Store(procStatusKB(p.Pid(), "VmRSS"))
-	peak := procStatusKB(p.Pid(), "VmHWM")
+	atEnd := host.ReadProc(p.Pid())
 	var tracked int64
-	for i := 0; i < 16; i++ {
+	for i := 0; i < r.Shards; i++ {
 		n, _ := rs.Client(t).ZCard(context.Background(), fmt.Sprintf("%s:{%d}:deadlines", prefix, i)).Result()
 		tracked += n
 	}
@@ -152,7 +148,7 @@ func memoryRun(t *testing.T, total, phase int, coalesceWindow string) {
 		"RSS %d MB after %d devices, %d MB after %d; peak RSS (VmHWM) %d MB; Redis: %d devices tracked, %d MB used",
 		total, streamed.Round(time.Millisecond), produced.Round(time.Millisecond), len(gcs),
 		early.max, phase/10, phase, early.n, late.max, total-phase, total, late.n,
-		rssAtPhase.Load()/1024, phase, rssAtEnd.Load()/1024, total, peak/1024, tracked, usedMemory>>20)
+		rssAtPhase.Load()>>20, phase, atEnd.RSS>>20, total, atEnd.PeakRSS>>20, tracked, usedMemory>>20)
 	if early.n < 2 || late.n < 2 {
 		t.Fatalf("too few GCs to compare (%d early, %d late)", early.n, late.n)
 	}
@@ -199,31 +195,11 @@ func produceDevices(t *testing.T, brokers []string, n int) {
 	}
 }
 
-// procStatusKB reads a "kB" field (VmRSS, VmHWM) of /proc/<pid>/status.
-func procStatusKB(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
 func redisUsedMemory(t *testing.T, rs *testenv.RedisServer) int64 {
 	info, err := rs.Client(t).Info(context.Background(), "memory").Result()
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
+	n, _ := strconv.ParseInt(redisconn.ParseInfo(info)["used_memory"], 10, 64)
+	return n
 }

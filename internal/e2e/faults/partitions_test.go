@@ -33,7 +33,7 @@ func TestPartitionsAdded(t *testing.T) {
 
 	start := time.Now()
 	grow := start.Add(3 * time.Second)
-	f := run.StartFleetOn(t, metadataRefreshing(k.Brokers()), "p-", run.Schedule(rng, start.Add(1500*time.Millisecond), grow.Add(5*time.Second)))
+	f := run.StartFleetWith(t, metadataRefreshing, "p-", run.Schedule(rng, start.Add(1500*time.Millisecond), grow.Add(5*time.Second)))
 	ids := f.IDs
 
 	moved := 0

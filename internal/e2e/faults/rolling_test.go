@@ -71,7 +71,7 @@ func TestRollingRestart(t *testing.T) {
 		procs[id] = start(id, n+1)
 	}
 
-	store := shard.NewStore(r.Redis.Client(t), shard.NewKeys(r.Cfg.Redis.KeyPrefix))
+	store := r.store(t)
 	held := watchHold(t, store)
 
 	begin := time.Now()

@@ -7,6 +7,16 @@ import (
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
 
+// newEnv is the environment of a test that starts its own instances:
+// partitions partitions, shards shards, and a default timeout of 1 s.
+func newEnv(t *testing.T, partitions, shards int) *e2etest.Env {
+	t.Helper()
+	e := e2etest.NewEnv(t, partitions)
+	e.Cfg.Shards.InitialCount = shards
+	e.Cfg.Timeouts.Default = time.Second
+	return e
+}
+
 // TestEndToEnd is SPEC's core promise: 5,000 devices beat every 200 ms with a
 // 1 s timeout; 250 go silent. Exactly those get exactly one timeout each,
 // with every field right, and no live device gets one.

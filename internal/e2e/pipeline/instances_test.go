@@ -66,9 +66,7 @@ func TestLeasesSpreadEvenly(t *testing.T) {
 // overdue its devices look, and reports the stalled watermark.
 func TestNoIngestFiresNothing(t *testing.T) {
 	t.Parallel()
-	e := e2etest.NewEnv(t, 4)
-	e.Cfg.Shards.InitialCount = 4
-	e.Cfg.Timeouts.Default = time.Second
+	e := newEnv(t, 4, 4)
 	// First an instance with ingest tracks a fleet, then goes away.
 	ids := e2etest.IDs("orphan-", 200)
 	a := e2etest.Start(t, e.Cfg, app.Hooks{})

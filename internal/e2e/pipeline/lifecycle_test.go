@@ -32,9 +32,7 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 	for _, window := range []time.Duration{0, 2 * time.Second} {
 		t.Run(fmt.Sprintf("coalesce_window=%s", window), func(t *testing.T) {
 			t.Parallel()
-			e := e2etest.NewEnv(t, 2)
-			e.Cfg.Shards.InitialCount = 4
-			e.Cfg.Timeouts.Default = time.Second
+			e := newEnv(t, 2, 4)
 			e.Cfg.Timeouts.Classes = map[string]time.Duration{"sensor": 2 * time.Second, "gateway": 3 * time.Second}
 			e.Cfg.Ingest.CoalesceWindow = window
 			inst := e2etest.Start(t, e.Cfg, app.Hooks{})
@@ -127,9 +125,7 @@ func TestEventFieldsAcrossClassesAndOverrides(t *testing.T) {
 // after the window.
 func TestRecoveredEvents(t *testing.T) {
 	t.Parallel()
-	e := e2etest.NewEnv(t, 1)
-	e.Cfg.Shards.InitialCount = 1 // one shard, so every fire prunes the same down set
-	e.Cfg.Timeouts.Default = time.Second
+	e := newEnv(t, 1, 1) // one shard, so every fire prunes the same down set
 	e.Cfg.Dispatch.RecoveryWindow = 4 * time.Second
 	inst := e2etest.Start(t, e.Cfg, app.Hooks{MinDownMemory: time.Millisecond})
 	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, 1)

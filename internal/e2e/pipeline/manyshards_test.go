@@ -34,7 +34,9 @@ func TestDoublingToTheLargestLayoutUnderLoad(t *testing.T) {
 	begin := time.Now().Add(2 * time.Second)
 	f := run.StartFleet(t, "d4-", run.Schedule(rand.New(rand.NewPCG(9, 10)), begin, begin.Add(8*time.Second)))
 	e2etest.Eventually(t, 30*time.Second, "the first silent device to time out", func() bool { return f.Fired(events) > 0 })
-	e2etest.Rescale(t, inst, 2048, 4096, 3*time.Minute)
+	// A liveness bound, not a speed target: on two busy cores the migration
+	// finalized after 63 s to 2 min 42 s on 2026-11-28.
+	e2etest.Rescale(t, inst, 2048, 4096, 5*time.Minute)
 	late := f.Finish(t, events, 90*time.Second, e2etest.Want{Timeout: run.Timeout, Shards: 4096}, inst).Late
 	t.Logf("%d devices, %d silent, 2,048 → 4,096 shards: lateness %s", devices, silent, e2etest.Spread(late))
 }

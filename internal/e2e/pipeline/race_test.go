@@ -18,9 +18,7 @@ import (
 // is forced with the scanner's BeforeRemove hook.
 func TestResetBetweenScanAndRemovalIsKept(t *testing.T) {
 	t.Parallel()
-	e := e2etest.NewEnv(t, 2)
-	e.Cfg.Shards.InitialCount = 4
-	e.Cfg.Timeouts.Default = time.Second
+	e := newEnv(t, 2, 4)
 	const id = "racer"
 	i := shard.Of(shard.Hash(id), 4)
 	reset := shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)

@@ -136,7 +136,7 @@ func TestFailoverThroughSentinels(t *testing.T) {
 		silentAt[i+10] = start.Add(12 * time.Second)
 		groupB = append(groupB, ids[i+10])
 	}
-	run.StartFleet(t, "sen-", silentAt)
+	f := run.StartFleet(t, "sen-", silentAt)
 
 	old := s.Primary()
 	if n, err := old.Client(t).DBSize(testenv.Context(t, 5*time.Second)).Result(); err != nil || n == 0 {
@@ -147,7 +147,7 @@ func TestFailoverThroughSentinels(t *testing.T) {
 	} else if st.Mode != redisconn.ModeSentinel || st.Replicas != 1 {
 		t.Errorf("/status redis %+v before the failover; want mode sentinel, 1 replica", st)
 	}
-	e2etest.Eventually(t, 20*time.Second, "group A's timeouts", func() bool { return events.CountDevices(groupA) == len(groupA) })
+	e2etest.EventuallyNil(t, 20*time.Second, "group A's timeouts", func() error { return e2etest.Unfired(events, groupA, f.LastBeats(), inst) })
 
 	killed := time.Now()
 	old.Kill()

@@ -5,12 +5,14 @@
 // of the stalled partitions' owner during the outage. Its one file of
 // support, pipe_test.go, is a fleet whose producers can all stop at once.
 //
-// `make test` runs this package alone. Beside the fault-injection suite
-// under -race on two cores, the tests' own fleet (8,000 heartbeats a second
-// with 1 s timeouts) falls more than a timeout behind: its devices time
-// out before the outage (a run at 22b4b11 declared a storm of 524 such
-// timeouts before the pipe broke) and after it, as it takes longer than a
-// timeout to send its first round again. byType counts only silences from
-// the outage on; what remains under that load is not yet told apart from
-// a fault of the guard's.
+// The fleet (4,800 heartbeats a second with 1 s timeouts) keeps each
+// device's interval on a loaded machine: every slot due since its last
+// write beats in the next, however long that write took. (A fleet that
+// sent one slot a tick stretched its devices' intervals to several times
+// 200 ms beside the fault-injection suite under -race, and its devices
+// timed out on their own: deadlines within stall_after of the outage's
+// start, which may fire by contract, and devices that came back more than
+// a timeout after the hold ended.) Each test fails if a device of the
+// fleet still went timeout - stall_after between heartbeats outside the
+// outage: such a run would measure the machine, not the guard.
 package storms

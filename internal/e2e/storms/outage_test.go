@@ -12,13 +12,18 @@ import (
 )
 
 // The fleet of these tests: devices beating every 200 ms with 1 s
-// timeouts, over 8 partitions, 200 devices each (storm.min_devices is 100).
+// timeouts, over 8 partitions, 120 devices each (storm.min_devices is 100):
+// 4,800 heartbeats a second, which two cores under -race keep up with.
 const (
-	devices    = 1600
-	partitions = 8
-	interval   = 200 * time.Millisecond
-	timeout    = time.Second
-	outage     = 8 * time.Second
+	perPartition = 120
+	devices      = partitions * perPartition
+	partitions   = 8
+	interval     = 200 * time.Millisecond
+	timeout      = time.Second
+	outage       = 8 * time.Second
+	// stallAfter is storm.stall_after's default: a deadline within it of
+	// the outage's start may fire (SPEC §10), so the tests count from it.
+	stallAfter = 500 * time.Millisecond
 )
 
 // stormEnv starts Redis, Kafka, a collector of the timeouts topic and an
@@ -51,10 +56,10 @@ func warm(t *testing.T, inst *e2etest.Instance, n int64) {
 // byType splits the events read so far by type, and the timeouts and
 // recoveries by device.
 //
-// Only the events of silences from since on count: a timeout with an earlier
-// deadline (and its recovery) is the test fleet's own lag while the machine
-// was busy — its producer falling more than a timeout behind before the
-// outage — not the outage the test is about.
+// Only the events of silences from since on count: the tests pass the
+// outage's start + stall_after, as a deadline before that may fire by
+// contract (the guard cannot yet tell the outage from deaths), and one
+// before the outage is a device that was already silent.
 func byType(c *e2etest.Collector, since time.Time) (timeouts, recovered map[string][]dispatch.Event, storms []dispatch.Event) {
 	timeouts, recovered = map[string][]dispatch.Event{}, map[string][]dispatch.Event{}
 	from := since.UnixMilli()
@@ -93,7 +98,7 @@ func TestPipeOutageFiresOnlyTheDevicesThatDied(t *testing.T) {
 	for i := range ids {
 		switch {
 		case i%11 == 0:
-			dead = append(dead, i) // 146 devices
+			dead = append(dead, i) // 88 devices
 		case i%13 == 0:
 			late = append(late, i)
 		}
@@ -115,13 +120,14 @@ func TestPipeOutageFiresOnlyTheDevicesThatDied(t *testing.T) {
 	// Past the latest moment a device that came back could still fire.
 	time.Sleep(timeout + 700*time.Millisecond + time.Second)
 
-	to, rec, storms := byType(events, broke)
+	to, _, storms := byType(events, broke)
+	counted, rec, _ := byType(events, broke.Add(stallAfter))
 	isDead := map[string]bool{}
 	for _, i := range dead {
 		isDead[ids[i]] = true
 	}
 	var falseTimeouts, falseRecoveries []string
-	for id := range to {
+	for id := range counted {
 		if !isDead[id] {
 			falseTimeouts = append(falseTimeouts, id)
 		}
@@ -129,9 +135,12 @@ func TestPipeOutageFiresOnlyTheDevicesThatDied(t *testing.T) {
 	for id := range rec {
 		falseRecoveries = append(falseRecoveries, id)
 	}
+	if n := len(to) - len(counted); n > 0 {
+		t.Logf("%d devices fired with a deadline within stall_after of the outage's start (allowed)", n)
+	}
 	slices.Sort(falseTimeouts)
 	if len(falseTimeouts) > 0 || len(falseRecoveries) > 0 {
-		t.Errorf("%d false timeouts (%v…), %d recovered events, for devices that came back", len(falseTimeouts), first(falseTimeouts), len(falseRecoveries))
+		t.Errorf("%d false timeouts (%v…), %d recovered events, for devices that came back (the fleet's own longest gap: %v)", len(falseTimeouts), first(falseTimeouts), len(falseRecoveries), p.lag(t))
 	}
 	stormID := ""
 	var lateness []time.Duration
@@ -214,7 +223,9 @@ func TestMaxHoldFiresTheHeldDeadlinesOnce(t *testing.T) {
 		to, _, _ := byType(events, broke)
 		return len(to) == devices
 	})
-	to, _, _ := byType(events, broke)
+	all, _, _ := byType(events, broke)
+	to, _, _ := byType(events, broke.Add(stallAfter))
+	t.Logf("%d of %d devices fired with a deadline within stall_after of the outage's start (allowed), %d were held", len(all)-len(to), devices, len(to))
 	var early, noStorm, twice int
 	for id, evs := range to {
 		if len(evs) != 1 {
@@ -230,7 +241,7 @@ func TestMaxHoldFiresTheHeldDeadlinesOnce(t *testing.T) {
 		}
 	}
 	if early > 0 || noStorm > 0 || twice > 0 {
-		t.Errorf("of %d held devices: %d fired before the stall's detection + max_hold, %d without a storm_id, %d more than once", devices, early, noStorm, twice)
+		t.Errorf("of %d held devices: %d fired before the stall's detection + max_hold, %d without a storm_id, %d more than once (the fleet's own longest gap: %v)", len(to), early, noStorm, twice, p.lag(t))
 	}
 }
 
@@ -252,13 +263,13 @@ func TestStalledPartitionsAmongFlowingOnes(t *testing.T) {
 	})
 	e2etest.Eventually(t, 15*time.Second, "the pipe to return", func() bool { return !p.returned().IsZero() })
 	time.Sleep(timeout + 2*time.Second) // past when any held device could fire
-	to, rec, _ := byType(events, broke)
+	to, rec, _ := byType(events, broke.Add(stallAfter))
 	if len(to) > 0 || len(rec) > 0 {
 		var some []string
 		for id := range to {
 			some = append(some, id)
 		}
-		t.Errorf("%d false timeouts (%v…), %d recovered events", len(to), first(some), len(rec))
+		t.Errorf("%d false timeouts (%v…), %d recovered events (the fleet's own longest gap: %v)", len(to), first(some), len(rec), p.lag(t))
 	}
 }
 
@@ -267,13 +278,13 @@ func TestStalledPartitionsAmongFlowingOnes(t *testing.T) {
 // holds nothing.
 func TestQuietPartitionNeverHolds(t *testing.T) {
 	e, inst, events := stormEnv(t, nil)
-	// 8 partitions of 200 devices, but partition 7 carries 40 only.
-	n := 7*200 + 40
+	// 8 partitions of perPartition devices, but partition 7 carries 40 only.
+	n := 7*perPartition + 40
 	ids := e2etest.IDs("qp-", n)
-	p := startPipe(t, e.Kafka.Brokers(), ids, interval, func(i int) int { return min(i/200, 7) })
+	p := startPipe(t, e.Kafka.Brokers(), ids, interval, func(i int) int { return min(i/perPartition, 7) })
 	warm(t, inst, int64(n))
 	var dead []int
-	for i := 7 * 200; i < n; i++ {
+	for i := 7 * perPartition; i < n; i++ {
 		dead = append(dead, i)
 	}
 	died := time.Now()
@@ -338,12 +349,12 @@ func TestRestartOfTheStalledPartitionsOwnerKeepsTheHold(t *testing.T) {
 	}
 	e2etest.Eventually(t, 15*time.Second, "the pipe to return", func() bool { return !p.returned().IsZero() })
 	time.Sleep(timeout + 2*time.Second)
-	to, rec, _ := byType(events, broke)
+	to, rec, _ := byType(events, broke.Add(stallAfter))
 	if len(to) > 0 || len(rec) > 0 {
 		var some []string
 		for id := range to {
 			some = append(some, id)
 		}
-		t.Errorf("%d false timeouts (%v…), %d recovered events, with b %s running", len(to), first(some), len(rec), b.ID())
+		t.Errorf("%d false timeouts (%v…), %d recovered events, with b %s running (the fleet's own longest gap: %v)", len(to), first(some), len(rec), b.ID(), p.lag(t))
 	}
 }

@@ -34,6 +34,11 @@ type pipe struct {
 	returnedLate map[int]bool
 	lateBy       time.Duration
 	stopOnly     map[int]bool // partitions the outage stops (nil: all)
+	// widest is the longest a device of the fleet went, outside the
+	// outage, from one heartbeat's time to the acknowledgement of its next:
+	// the fleet's own lag on a loaded machine.
+	widest  time.Duration
+	started time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -53,7 +58,7 @@ func startPipe(t *testing.T, brokers []string, ids []string, interval time.Durat
 		w.Balancer = kafka.BalancerFunc(func(m kafka.Message, _ ...int) int { return of[string(m.Key)] })
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
+	p.cancel, p.started = cancel, time.Now()
 	go p.run(ctx, t, w)
 	t.Cleanup(p.stop)
 	return p
@@ -62,12 +67,21 @@ func startPipe(t *testing.T, brokers []string, ids []string, interval time.Durat
 func (p *pipe) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
 	defer close(p.done)
 	defer w.Close()
-	tick := time.NewTicker(p.interval / phases)
+	slotEvery := p.interval / phases
+	tick := time.NewTicker(slotEvery)
 	defer tick.Stop()
-	for slot := 0; ; slot = (slot + 1) % phases {
+	sent := make([]int64, len(p.ids)) // each device's last heartbeat's time (Unix ms), 0 after the outage
+	var beat []int
+	for next := 0; ; {
 		now := time.Now()
 		ts := strconv.FormatInt(now.UnixMilli(), 10)
+		// Every slot due by now beats, however long the last write took:
+		// a device's interval stays the interval on a loaded machine (a
+		// round that falls a whole interval behind sends each device once).
+		due := int(now.Sub(p.started) / slotEvery)
+		next = max(next, due-phases+1)
 		var msgs []kafka.Message
+		beat = beat[:0]
 		p.mu.Lock()
 		back := !p.backAt.IsZero() || p.downAt.IsZero()
 		for i, id := range p.ids {
@@ -77,21 +91,25 @@ func (p *pipe) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
 			if back {
 				p.returnedLate[i] = true
 			}
-			if i%phases != slot && !back {
+			if !back && !inSlots(i%phases, next, due) {
 				continue
 			}
 			if p.down && (p.stopOnly == nil || p.stopOnly[p.partition(i)]) {
+				sent[i] = 0 // the gap across the outage is the outage
 				continue
 			}
 			if d, ok := p.deadAt[i]; ok && !now.Before(d) {
 				continue
 			}
 			if p.late[i] && !p.downAt.IsZero() && (p.backAt.IsZero() || now.Before(p.backAt.Add(p.lateBy))) && (p.stopOnly == nil || p.stopOnly[p.partition(i)]) {
+				sent[i] = 0
 				continue
 			}
 			msgs = append(msgs, kafka.Message{Key: []byte(id), Value: []byte(`{"device_id":"` + id + `","ts":` + ts + `}`), Time: now})
+			beat = append(beat, i)
 		}
 		p.mu.Unlock()
+		next = due + 1
 		if len(msgs) > 0 {
 			if err := w.WriteMessages(ctx, msgs...); err != nil {
 				if ctx.Err() != nil {
@@ -101,9 +119,18 @@ func (p *pipe) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
 				return
 			}
 		}
+		acked := time.Now().UnixMilli()
 		p.mu.Lock()
 		if !back && !p.down {
 			p.backAt = time.Now()
+		}
+		// A device's gap: from its last heartbeat's time to this one's
+		// acknowledgement, the longest its deadline had to wait for it.
+		for _, i := range beat {
+			if sent[i] > 0 {
+				p.widest = max(p.widest, time.Duration(acked-sent[i])*time.Millisecond)
+			}
+			sent[i] = now.UnixMilli()
 		}
 		p.mu.Unlock()
 		select {
@@ -112,6 +139,20 @@ func (p *pipe) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
 		case <-tick.C:
 		}
 	}
+}
+
+// inSlots reports whether slot (of phases) is among the absolute slots
+// from..to.
+func inSlots(slot, from, to int) bool {
+	if to-from+1 >= phases {
+		return true
+	}
+	for s := from; s <= to; s++ {
+		if s%phases == slot {
+			return true
+		}
+	}
+	return false
 }
 
 // phases is how many slots an interval has: device i beats in slot i%phases.
@@ -142,6 +183,20 @@ func (p *pipe) breakFor(d time.Duration, dead, late []int, lateBy time.Duration,
 	p.mu.Lock()
 	p.down = false
 	p.mu.Unlock()
+}
+
+// lag is the longest a device of the fleet went, outside the outage,
+// between a heartbeat's time and the acknowledgement of its next, logged
+// for the test: a fleet that falls a timeout less stall_after behind on a
+// loaded machine makes its own devices time out, and a test's failure then
+// says so beside its count.
+func (p *pipe) lag(t *testing.T) time.Duration {
+	t.Helper()
+	p.mu.Lock()
+	widest := p.widest
+	p.mu.Unlock()
+	t.Logf("the fleet's longest gap between a device's heartbeats outside the outage: %v (interval %v)", widest, p.interval)
+	return widest
 }
 
 // returned is when the first round after the outage was acknowledged.
