@@ -18,6 +18,9 @@ type KafkaCluster struct {
 // t.Cleanup. Topics are not auto-created: a test producing to an unknown topic
 // gets UNKNOWN_TOPIC_OR_PARTITION, as against a production cluster.
 //
+// A node removed with Cluster().RemoveNode drops its clients' connections,
+// as a Kafka broker that stops does.
+//
 // The group session timeout may be as low as 100ms (Kafka's and kfake's
 // default minimum is 6s), so tests of a dead ingest instance do not wait
 // seconds for its partitions to move.
@@ -38,6 +41,9 @@ func KafkaWith(t testing.TB, opts []kfake.Opt, partitions int, topics ...string)
 		// kafka.session_timeout against it at start-up).
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
 		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}),
+		// A removed node drops its clients' connections, as a stopped
+		// broker does (stoppingListener).
+		kfake.ListenFn(listenStopping),
 	}, opts...)...)
 	if err != nil {
 		t.Fatalf("testenv: start kfake: %v", err)
