@@ -3,8 +3,6 @@ package ingest_test
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -285,55 +283,5 @@ func TestLagSeriesLeaveWithTheirPartitions(t *testing.T) {
 	r.stop()
 	if n := testutil.CollectAndCount(r.metrics.ConsumerLag); n != 0 {
 		t.Errorf("%d lag series left after the generation ended, want 0", n)
-	}
-}
-
-// A probe goes out every ingest.probe_interval whether or not the ones
-// before it were answered: while the broker holds one probe's answer back,
-// the next ones go out and are answered (one at a time, every watermark
-// waited for the held answer and then for the next probe's round trip).
-// kafka-go asks a probe's partitions in requests of their own, so the ones
-// counted are those that ask the held request's partition again.
-func TestProbesGoOutWhileOneIsHeldBack(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.waitProbed(t)
-	var mu sync.Mutex
-	held := int32(-1) // the partition of the request held back
-	again := 0        // requests for it while held
-	release := make(chan struct{})
-	c := r.kafka.Cluster()
-	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		var parts []int32
-		for _, rt := range req.(*kmsg.ListOffsetsRequest).Topics {
-			for _, rp := range rt.Partitions {
-				parts = append(parts, rp.Partition)
-			}
-		}
-		mu.Lock()
-		rel := release
-		switch {
-		case held < 0 && len(parts) > 0 && rel != nil:
-			held = parts[0]
-			mu.Unlock()
-			c.SleepControl(func() { <-rel })
-			return nil, nil, false // then answered as usual
-		case rel != nil && slices.Contains(parts, held):
-			again++
-		}
-		mu.Unlock()
-		return nil, nil, false // answered as usual
-	})
-	time.Sleep(time.Second)
-	mu.Lock()
-	n, p := again, held
-	close(release)
-	release = nil
-	mu.Unlock()
-	// ingest.probe_interval is 10 ms: a hundred probes are due in the
-	// second; taking the answers in order bounds how many go out meanwhile.
-	if n < 2 {
-		t.Fatalf("%d requests for partition %d's high-water mark while one was held back for 1 s, want at least 2", n, p)
 	}
 }

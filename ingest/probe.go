@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,9 +14,7 @@ import (
 // probe moves the watermark of every caught-up partition to the send time
 // of a high-water-mark probe, and reports lag.
 //
-// Probes go out every ingest.probe_interval, up to probesInFlight at once
-// (sendProbes), and their answers are taken in the order they were sent.
-// Beside every probe goes a look at the signals topic's partition count
+// Every probe is followed by a look at the signals topic's partition count
 // (partitionCounter): a watermark is raised only to a moment the count was
 // confirmed for, and confirmed carries the latest such moment to the raise
 // loop, which caps the watermarks of written batches at it. When partitions
@@ -33,6 +30,8 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		in.opts.Log.Error("kafka dialer", "err", err)
 		return
 	}
+	counter := &partitionCounter{dialer: dialer, brokers: in.opts.Kafka.Brokers, topic: topic}
+	defer counter.close()
 	unconfirmed := retry.Outage{Log: in.opts.Log,
 		Down: "cannot confirm the signals topic's partition count; watermarks held",
 		Up:   "signals topic's partition count confirmed again"}
@@ -47,6 +46,8 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 	for p := range pos {
 		reqs = append(reqs, kafka.LastOffsetOf(p))
 	}
+	t := time.NewTicker(in.cfg.ProbeInterval)
+	defer t.Stop()
 	// The partitions are this generation's: once it ends, another instance
 	// may own them, and a lag left behind here would be stale (and could
 	// keep FlatlineConsumerLagHigh firing). kafka-go starts the next
@@ -59,20 +60,30 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 			}
 		}()
 	}
-	answers, stop := in.sendProbes(ctx, client, dialer, topic, reqs)
-	defer stop()
 	wms := make(map[int]int64, len(pos))
 	hwms := make(map[int]int64, len(pos))
-	for ch := range answers {
-		a := <-ch
+	counted := make(chan partitionCount, 1)
+	for {
+		sent := in.opts.Now().UnixMilli()
 		clear(wms)
-		if a.err == nil {
-			in.probed(a.sent, a.offsets, pos, wms)
-			guard.probed(ctx, a.sent, a.arrived, highWaterMarks(a.offsets, hwms))
+		// The count is asked beside the high-water marks, not after them:
+		// asked after sent, it confirms sent either way, and the
+		// watermarks wait for one round trip to the brokers instead of
+		// two. It is asked even when the probe fails: the watermarks of
+		// fetched batches move only as far as it was confirmed.
+		go func() {
+			n, err := counter.count(ctx)
+			counted <- partitionCount{n, err}
+		}()
+		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+		if err == nil {
+			in.probed(sent, resp.Topics[topic], pos, wms)
+			guard.probed(ctx, sent, in.opts.Now().UnixMilli(), highWaterMarks(resp.Topics[topic], hwms))
 		} else if ctx.Err() == nil {
-			in.opts.Log.Debug("probe high-water marks", "err", a.err)
+			in.opts.Log.Debug("probe high-water marks", "err", err)
 		}
-		n, err := a.count.n, a.count.err
+		c := <-counted
+		n, err := c.n, c.err
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -82,8 +93,8 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		case partitions == 0 || n == partitions:
 			partitions = n
 			unconfirmed.Succeeded()
-			if a.sent > confirmed.Load() {
-				confirmed.Store(a.sent)
+			if sent > confirmed.Load() {
+				confirmed.Store(sent)
 			}
 		default:
 			in.partitionsChanged(ctx, partitions, n)
@@ -104,105 +115,13 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		// The storm guard's own round trips to Redis (re-reading the
 		// stalls, saving what it learned) come last: they are bookkeeping,
 		// and must not hold this probe's watermarks back.
-		guard.maintain(ctx, a.sent)
-	}
-}
-
-// probesInFlight is how many probes may be out at once. A probe goes out
-// every ingest.probe_interval whether or not the ones before it were
-// answered: one at a time, an answer a broker held back (a pause of the
-// broker, a burst queued before it) held every watermark for as long, and
-// for one more round trip after it, the next probe's, sent only then and
-// queued behind what the pause had piled up. Answers are taken in the
-// order the probes were sent, so marks and watermarks only move forward.
-const probesInFlight = 4
-
-// probeAnswer is one probe's answers: the high-water marks and the
-// partition count, asked side by side.
-type probeAnswer struct {
-	sent    int64 // business time when the probe went out
-	offsets []kafka.PartitionOffsets
-	err     error // of the high-water marks
-	count   partitionCount
-	arrived int64 // business time when both answers were back
-}
-
-// sendProbes sends a probe every ingest.probe_interval, up to
-// probesInFlight at once, until ctx ends or stop is called; answers
-// carries, in the order they were sent, a channel per probe that gets its
-// answer. stop ends the sending and waits for every probe out to return.
-func (in *Ingest) sendProbes(ctx context.Context, client *kafka.Client, dialer *kafka.Dialer, topic string, reqs []kafka.OffsetRequest) (answers <-chan chan probeAnswer, stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	// A counter per probe out: each holds a connection that carries one
-	// request at a time.
-	counters := make(chan *partitionCounter, probesInFlight)
-	for range probesInFlight {
-		counters <- &partitionCounter{dialer: dialer, brokers: in.opts.Kafka.Brokers, topic: topic}
-	}
-	out := make(chan chan probeAnswer, probesInFlight)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(out)
-		t := time.NewTicker(in.cfg.ProbeInterval)
-		defer t.Stop()
-		for {
-			var counter *partitionCounter
-			select {
-			case counter = <-counters:
-			case <-ctx.Done():
-				return
-			}
-			ch := make(chan probeAnswer, 1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ch <- in.sendProbe(ctx, client, counter, topic, reqs)
-				counters <- counter
-			}()
-			select {
-			case out <- ch:
-			case <-ctx.Done():
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return out, func() {
-		cancel()
-		wg.Wait()
-		for range probesInFlight {
-			(<-counters).close()
+		guard.maintain(ctx, sent)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
-}
-
-// sendProbe asks the high-water marks and, beside them, the partition
-// count. The count is asked beside the high-water marks, not after them:
-// asked after the send, it confirms the send either way, and the
-// watermarks wait for one round trip to the brokers instead of two. It is
-// asked even when the high-water marks fail: the watermarks of fetched
-// batches move only as far as it was confirmed.
-func (in *Ingest) sendProbe(ctx context.Context, client *kafka.Client, counter *partitionCounter, topic string, reqs []kafka.OffsetRequest) probeAnswer {
-	a := probeAnswer{sent: in.opts.Now().UnixMilli()}
-	counted := make(chan partitionCount, 1)
-	go func() {
-		n, err := counter.count(ctx)
-		counted <- partitionCount{n, err}
-	}()
-	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
-	if err == nil {
-		a.offsets = resp.Topics[topic]
-	}
-	a.err = err
-	a.count = <-counted
-	a.arrived = in.opts.Now().UnixMilli()
-	return a
 }
 
 // partitionCount is what partitionCounter.count answered.
