@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,17 @@ func TestStartKafka(t *testing.T) {
 	parts, err := conn.ReadPartitions("device-signals")
 	if err != nil || len(parts) != 3 {
 		t.Fatalf("device-signals partitions: %d, %v; want 3", len(parts), err)
+	}
+	// The broker runs with small segments (demo.SegmentBytes says why).
+	cl := &kafka.Client{Addr: kafka.TCP(brokers...)}
+	resp, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeBroker, ResourceName: "0", ConfigNames: []string{"log.segment.bytes"},
+	}}})
+	if err != nil || len(resp.Resources) != 1 || len(resp.Resources[0].ConfigEntries) != 1 {
+		t.Fatalf("describe log.segment.bytes: %+v, %v", resp, err)
+	}
+	if got, want := resp.Resources[0].ConfigEntries[0].ConfigValue, strconv.Itoa(demo.SegmentBytes); got != want {
+		t.Fatalf("log.segment.bytes = %s, want %s", got, want)
 	}
 }
 

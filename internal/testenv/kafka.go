@@ -40,7 +40,12 @@ func KafkaWith(t testing.TB, opts []kfake.Opt, partitions int, topics ...string)
 		// reports what the broker enforces (flatline checks
 		// kafka.session_timeout against it at start-up).
 		kfake.GroupMinSessionTimeout(100 * time.Millisecond),
-		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}),
+		kfake.BrokerConfigs(map[string]string{
+			"group.min.session.timeout.ms": "100",
+			// 1 MiB segments, as the demo's Kafka: kfake grows a
+			// segment by copying it whole (see demo.SegmentBytes).
+			"log.segment.bytes": "1048576",
+		}),
 		// A removed node drops its clients' connections, as a stopped
 		// broker does (stoppingListener).
 		kfake.ListenFn(listenStopping),

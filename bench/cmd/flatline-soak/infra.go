@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/flatline-dev/flatline/configs"
+	"github.com/flatline-dev/flatline/internal/demo"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -43,6 +44,8 @@ func startInfra(ctx context.Context, partitions int) (*infra, error) {
 	c, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.SeedTopics(int32(partitions), k.SignalsTopic, k.TimeoutsTopic, k.DeadLetterTopic),
+		// Small segments: see demo.SegmentBytes.
+		kfake.BrokerConfigs(map[string]string{"log.segment.bytes": strconv.Itoa(demo.SegmentBytes)}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("start kfake: %w", err)
