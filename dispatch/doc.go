@@ -3,7 +3,7 @@
 //
 // A scanner hands dispatch the members it found due (device id and score);
 // dispatch decodes each score (deadline, class id, override and padding
-// flags), builds the timeout event of SPEC §2, and produces it to the
+// flags), builds the timeout event (the README's "Messages"), and produces it to the
 // timeouts topic keyed by device id, so murmur2 puts every event of a device
 // on the partition Java clients expect. Timeouts returns only once Kafka has
 // acknowledged every event (acks=all): the scanner removes a member from its

@@ -14,7 +14,7 @@ const (
 	TypeStorm = "storm"
 )
 
-// Event is an event of the timeouts topic (SPEC §2). Decode one with
+// Event is an event of the timeouts topic (the README's "Messages"). Decode one with
 // encoding/json; encode one with AppendJSON (or json.Marshal, which calls
 // it), which writes exactly the fields of its Type in the documented order.
 type Event struct {

@@ -15,7 +15,7 @@ import (
 )
 
 // The wire formats as encoding/json would write them, field by field in
-// SPEC order: the reference the hand-written encoder must match byte for byte.
+// The documented order: the reference the hand-written encoder must match byte for byte.
 type timeoutWire struct {
 	Type         string `json:"type"`
 	DeviceID     string `json:"device_id"`
@@ -39,7 +39,7 @@ type recoveredWire struct {
 
 func TestEventSpecExamples(t *testing.T) {
 	t.Parallel()
-	// SPEC §2, verbatim.
+	// The README's "Messages", verbatim.
 	const timeout = `{"type":"timeout","device_id":"d-42","last_seen_ms":1763683200123,"deadline_ms":1763683260123,` +
 		`"detected_at_ms":1763683260180,"timeout_ms":60000,"class":"sensor","shard":7,"event_id":"d-42/1763683260123"}`
 	const recovered = `{"type":"recovered","device_id":"d-42","down_since_ms":1763683260123,"seen_at_ms":1763683300000,` +

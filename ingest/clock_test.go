@@ -9,7 +9,7 @@ import (
 	"github.com/flatline-dev/flatline/ingest"
 )
 
-// A producer whose clock runs 60 s ahead (SPEC §7 "Time") is believed only
+// A producer whose clock runs 60 s ahead (docs/operations.md, "Time") is believed only
 // up to the moment ingest fetched its records: no partition's watermark
 // passes the fetch, and no device's deadline passes the fetch + max_skew +
 // its timeout — in either format.

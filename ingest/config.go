@@ -9,7 +9,7 @@ import (
 type Format string
 
 const (
-	// FormatJSON reads a JSON object per message (SPEC §2).
+	// FormatJSON reads a JSON object per message (the README's "Messages").
 	FormatJSON Format = "json"
 	// FormatKey treats any message as a heartbeat of its key's device at the
 	// Kafka message timestamp.

@@ -8,11 +8,11 @@ import (
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
-// Reason is an invalid-message reason code (SPEC §2), used as the
+// Reason is an invalid-message reason code (the README's "Messages"), used as the
 // flatline-reason dead-letter header and as a metric label.
 type Reason string
 
-// The reason codes of SPEC §2. When a message has several faults it gets
+// The reason codes of the README's "Messages". When a message has several faults it gets
 // the first that applies, in this order: the key checks (no_key,
 // key_too_long, key_not_utf8), too_large, then not_object, trailing_data,
 // bad_type, bad_ts, id_mismatch and unknown_class.
@@ -102,7 +102,7 @@ type DecoderConfig struct {
 	Timeouts timeouts.Config
 }
 
-// Decoder validates and decodes heartbeats (SPEC §2). It holds no mutable
+// Decoder validates and decodes heartbeats (the README's "Messages"). It holds no mutable
 // state, so one Decoder may serve any number of goroutines.
 type Decoder struct {
 	format   Format

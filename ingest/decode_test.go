@@ -364,7 +364,7 @@ func TestDecodeCoversEveryReason(t *testing.T) {
 		}
 	}
 	if len(AllReasons) != 10 {
-		t.Errorf("AllReasons has %d reasons, SPEC §2 has 10", len(AllReasons))
+		t.Errorf("AllReasons has %d reasons, the README's Messages section lists 10", len(AllReasons))
 	}
 	all := map[Reason]bool{}
 	for _, r := range AllReasons {
@@ -545,7 +545,7 @@ func TestDecodeDifferential(t *testing.T) {
 	t.Logf("outcomes (\"\" = valid): %v", outcomes)
 }
 
-// referenceDecode is SPEC §2 written with encoding/json, time and strconv.
+// referenceDecode is the README's "Messages" written with encoding/json, time and strconv.
 // skip is set for the few inputs where Decode knowingly parts from them (a
 // leap second, which time rejects).
 func referenceDecode(cfg DecoderConfig, key string, value []byte, kafkaMs int64) (hb Heartbeat, reason Reason, skip bool) {

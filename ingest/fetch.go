@@ -53,7 +53,7 @@ type chunk struct {
 	// written offset reaches the end of a partition that ends with those.
 	next int64
 	// sentMs is the injected clock when the fetch was sent: a producer's
-	// clock is believed only up to it for the watermark (SPEC §7 "Time").
+	// clock is believed only up to it for the watermark (docs/operations.md, "Time").
 	sentMs int64
 	// reset is set on the record-less chunk that moves the partition to
 	// next after its offset was out of range (see partitionReader.reset).
@@ -188,7 +188,7 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	}
 	// A producer's clock is believed up to the moment the records arrived:
 	// with the decoder's max_skew on top, no heartbeat's time passes the
-	// fetch time + ingest.max_skew (SPEC §7 "Time").
+	// fetch time + ingest.max_skew (docs/operations.md, "Time").
 	arrived := r.in.opts.Now()
 	recs := res.Records
 	if r.guard != nil {

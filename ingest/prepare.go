@@ -57,7 +57,7 @@ func (p *processor) decode(chunks []chunk, order []uint16) {
 		msg := &c.msgs[read[k]]
 		read[k]++
 		// A producer's clock ahead of the fetch never raises the
-		// watermark past the fetch's send (SPEC §7 "Time").
+		// watermark past the fetch's send (docs/operations.md, "Time").
 		if ts := min(msg.Time.UnixMilli(), c.sentMs); ts > p.wms[c.partition] {
 			p.wms[c.partition] = ts
 		}

@@ -67,7 +67,7 @@ func (r *rig) deadline(t *testing.T, id string) (int64, bool) {
 }
 
 // Transactional producers committing and aborting, interleaved with plain
-// ones (SPEC §7 "Transactions"): the records of aborted transactions are
+// ones (docs/operations.md, "Transactions"): the records of aborted transactions are
 // never heartbeats — a device only they beat for is not tracked, and one
 // whose newest heartbeat was aborted keeps its committed deadline — and the
 // commit and abort markers are neither dead-lettered nor devices, in both

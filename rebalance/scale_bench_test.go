@@ -13,7 +13,7 @@ import (
 
 // BenchmarkScaleWith1MDevices measures `shards scale` with 1,000,000 devices
 // tracked: it only writes the layout, so it must not depend on the number
-// of devices (SPEC: returns at once, no bulk copy). Each iteration doubles
+// of devices (a doubling returns at once, no bulk copy). Each iteration doubles
 // and, outside the timer, resets the layout.
 func BenchmarkScaleWith1MDevices(b *testing.B) {
 	store, _ := testenv.Store(b)

@@ -27,8 +27,8 @@ func deviceMovingBy(n int, tag string) string {
 	}
 }
 
-// TestStaleWriterDuringDoubling forces the interleavings of SPEC's doubling
-// rule deterministically: the layout is {count 8, previous 4}, and a device
+// TestStaleWriterDuringDoubling forces the interleavings of the doubling
+// rule (docs/design.md, "Shards and doubling") deterministically: the layout is {count 8, previous 4}, and a device
 // that moves from shard i to i+4 has copies in one or both places, as an
 // up-to-date instance (new shard) and a stale one (old shard) left them,
 // both already due. Exactly one timeout fires, at the later deadline, and

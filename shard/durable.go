@@ -64,7 +64,7 @@ func (s *Store) SetDurability(d Durability) { s.dur = d }
 //
 // Only ingest's writes wait. A timeout's removal (Fired) that a failover
 // loses brings the member back with its old score, so it fires again with
-// the same event_id: the duplicate SPEC allows, never a loss. A lost
+// the same event_id: the duplicate the contract allows, never a loss. A lost
 // watermark raise moves the watermark back, which holds firing back rather
 // than firing early; a lost lease is taken again.
 

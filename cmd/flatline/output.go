@@ -14,7 +14,7 @@ const (
 	outputJSON = "json"
 )
 
-// outputOptions are the -o/--output flag every read command takes (SPEC §8),
+// outputOptions are the -o/--output flag every read command takes (the README's "Commands"),
 // and the --json flag that scripts written before it still pass.
 type outputOptions struct {
 	format string

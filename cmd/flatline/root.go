@@ -54,7 +54,7 @@ func (r *rootOptions) connect(ctx context.Context) (*configs.Config, *shard.Stor
 }
 
 // connectReader is connect for a read command, which must not change Redis
-// (SPEC §8): it loads no scripts, and the command calls none.
+// (the README's "Commands"): it loads no scripts, and the command calls none.
 func (r *rootOptions) connectReader(ctx context.Context) (*configs.Config, *shard.Store, func(), error) {
 	return r.open(ctx, app.ConnectReader)
 }

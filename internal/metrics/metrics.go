@@ -59,7 +59,7 @@ type Metrics struct {
 	cluster *clusterCollector
 }
 
-// InvalidReasons are SPEC §2's reason codes (ingest.AllReasons; a test keeps
+// InvalidReasons are the reason codes of the README's "Messages" (ingest.AllReasons; a test keeps
 // the two equal). Their counters are exported at 0 from the start so that
 // rate() and alerts see a series before the first invalid message.
 var InvalidReasons = []string{

@@ -16,8 +16,8 @@ import (
 // ShardCostResult is the shard-cost scenario: the same fleet on one
 // instance with few shards and then with many, one after the other, each on
 // fresh servers. What the many shards cost beyond the few is the fixed cost
-// of a shard, which decides how far flatline scales by adding shards; SPEC
-// §12 bounds it (flatline and redis-server CPU each ≤ 1.5×, detection
+// of a shard, which decides how far flatline scales by adding shards; the
+// targets bound it (flatline and redis-server CPU each ≤ 1.5×, detection
 // lateness p99 ≤ 2×).
 type ShardCostResult struct {
 	Devices int `json:"devices"`
@@ -60,7 +60,7 @@ type ShardCostRun struct {
 	Cost
 }
 
-// The scenario's targets (SPEC §12).
+// The scenario's targets (docs/performance.md, "Targets").
 const (
 	shardCostCPUTarget      = 1.5
 	shardCostLatenessTarget = 2.0

@@ -12,7 +12,7 @@ import (
 
 // WaitResult is scenario 1's exact ingest against a primary with one
 // replica, without and with redis.wait_replicas: what confirming every
-// batch on a replica (WAIT, SPEC §7 "Durability across failover") costs.
+// batch on a replica (WAIT; docs/operations.md, "Durability across failover") costs.
 type WaitResult struct {
 	Devices    int        `json:"devices"`
 	Heartbeats int        `json:"heartbeats"`

@@ -1,6 +1,6 @@
 // Command flatline-soak runs flatline for a long while the way a platform
-// runs it and says whether anything it holds grows (SPEC §11 "Soak." and
-// "Flat resources.").
+// runs it and says whether anything it holds grows (docs/operations.md,
+// "Running for weeks").
 //
 // Two `flatline serve` processes (the built binary, configured by FLATLINE_*
 // variables) share a private redis-server and an in-process Kafka (franz-go's

@@ -18,14 +18,14 @@ const mib = 1 << 20
 // /metrics and 1,800 /status calls, each on a new connection: a leak of one
 // goroutine or file per hundred of them is tens per hour. What a window
 // cannot resolve is a step: a connection opened once and kept (a pool
-// filling up to its size, which SPEC §11 allows) in the middle of a
+// filling up to its size, which the soak allows) in the middle of a
 // window of length T is a least-squares slope of 1.5/T, 9/h over 10
 // minutes; and a goroutine or connection in flight at a sample scatters
 // the slope by several per hour. The bounds let one such step pass and
 // fail two. (A shorter run's window makes one step steeper: 60/h over the
 // 90 s of a 3-minute run, whose verdicts are for trying the soak out.)
 var resources = []resource{
-	// SPEC §11 allows 20 goroutines of noise after 1,000 probes; a leak
+	// The leak test allows 20 goroutines of noise after 1,000 probes; a leak
 	// of one per /status call would be 1,800/h, one per hundred 18/h. A
 	// kept connection brings a goroutine or two (kafka-go's reader).
 	{key: "goroutines", unit: "", bound: 20, get: func(s procSample) float64 { return s.Goroutines }},

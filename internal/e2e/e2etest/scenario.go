@@ -37,7 +37,7 @@ type Scenario struct {
 	KafkaOpts []kfake.Opt
 }
 
-// Defaults are SPEC's core rhythm, a heartbeat every 200 ms and a 1 s
+// Defaults are the core rhythm of the tests, a heartbeat every 200 ms and a 1 s
 // timeout, for 1,000 devices of which 100 go silent, on 4 partitions and 8
 // shards.
 var Defaults = Scenario{

@@ -31,7 +31,7 @@ const (
 // Held are the holds of the storm guard the run recorded (HeldIn): a
 // starved fleet or broker can stand a busy partition still long enough to
 // be a stall, and then a silent device whose deadline fell inside the hold
-// may fire as SPEC §10 re-enters it, its timeout counted again from the
+// may fire as a silence storm's hold re-enters it (docs/design.md), its timeout counted again from the
 // hold's end (last_seen_ms is the hold's end).
 type Want struct {
 	Timeout  time.Duration
@@ -100,7 +100,7 @@ func (v Verdict) String() string {
 	return s
 }
 
-// Verdict checks SPEC §3 on the events c read, once the fleet and the
+// Verdict checks the contract (docs/design.md) on the events c read, once the fleet and the
 // instances have stopped and c was drained: every silent device got a
 // timeout (exactly one for ExactlyOnce) for its last acknowledged heartbeat,
 // with every field right, and every duplicate carries the original's

@@ -16,12 +16,12 @@ import (
 // partitions — of the signals and the timeouts topic, and maybe the group's
 // coordinator — move to the others) and starts it again on the same port
 // 2 s later (the leaders move once more), while 1,000 devices beat every
-// 200 ms with a 1 s timeout and 100 go silent around the restart. SPEC §7
+// 200 ms with a 1 s timeout and 100 go silent around the restart. docs/operations.md,
 // "Leader moves and broker restarts": no false and no missed timeout. How
 // late the silences due from the stop on were reported is logged, not
 // asserted (a wall-clock bound under -race on a shared machine would
 // measure the machine): kfake gives every partition a reachable leader at
-// once, so SPEC's "within 1 s of a reachable leader" reads there as within
+// once, so "reported within 1 s of a reachable leader" reads there as within
 // 1 s of the deadline.
 func TestBrokerRestart(t *testing.T) {
 	t.Parallel()

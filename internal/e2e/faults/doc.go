@@ -2,7 +2,7 @@
 // `serve` process killed with SIGKILL under load, Redis and Kafka outages,
 // a corpus of invalid heartbeats, the memory bound of one instance as the
 // number of devices grows, and the binary's handling of secrets. Each runs against a real redis-server and an
-// in-process Kafka (kfake) reached over TCP, and checks SPEC §3's promises:
+// in-process Kafka (kfake) reached over TCP, and checks the contract's promises (docs/design.md):
 // nothing lost, nothing false, no crash.
 //
 // The package has no non-test code. The harness it shares with the other

@@ -89,7 +89,7 @@ func TestProbesAndScrapesLeakNothing(t *testing.T) {
 		}
 	}
 	took := time.Since(start)
-	time.Sleep(10 * time.Second) // the SPEC's 10 s: what outlives the calls by that is a leak
+	time.Sleep(10 * time.Second) // 10 s, as docs/operations.md says: what outlives the calls by that is a leak
 	after := measure()
 	t.Logf("4,000 calls in %v; goroutines %v -> %v, open files %d -> %d, Kafka connections %d -> %d, Redis connections %d -> %d",
 		took.Round(time.Millisecond), before.goroutines, after.goroutines, before.res.FDs, after.res.FDs,

@@ -17,8 +17,8 @@ import (
 // producer keys like any Kafka client (murmur2 over the partition count)
 // and refreshes its metadata every 100 ms, so about three in four devices
 // move to a new partition within moments of the change: their heartbeats
-// then sit in partitions nobody reads yet. Firing must not pass them (SPEC
-// §7 "Partitions added"): no live device times out, every silence is
+// then sit in partitions nobody reads yet. Firing must not pass them (docs/
+// operations.md, "Adding partitions"): no live device times out, every silence is
 // reported, and every new partition is consumed (a committed offset)
 // within 5 s of its creation.
 func TestPartitionsAdded(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // TestRollingRestart restarts three real `flatline serve` processes one at
 // a time, as a Kubernetes rolling update does (SIGTERM, start the
 // replacement, wait until it is ready, pause 2 s), while 3,000 devices
-// beat every 500 ms and 150 go silent during the restarts. SPEC §7
+// beat every 500 ms and 150 go silent during the restarts. docs/operations.md,
 // "Rolling restarts": no false and no missed timeout, and each stopping
 // instance leaves the consumer group at once (its partitions are not held
 // for a session timeout).

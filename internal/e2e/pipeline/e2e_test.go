@@ -17,7 +17,7 @@ func newEnv(t *testing.T, partitions, shards int) *e2etest.Env {
 	return e
 }
 
-// TestEndToEnd is SPEC's core promise: 5,000 devices beat every 200 ms with a
+// TestEndToEnd is the core promise (docs/design.md, "The contract"): 5,000 devices beat every 200 ms with a
 // 1 s timeout; 250 go silent. Exactly those get exactly one timeout each,
 // with every field right, and no live device gets one.
 func TestEndToEnd(t *testing.T) {

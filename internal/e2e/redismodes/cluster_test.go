@@ -101,7 +101,7 @@ func TestOneAddressReachesTheWholeCluster(t *testing.T) {
 	run.Finish(t, 45*time.Second, e2etest.ExactlyOnce)
 }
 
-// TestEndToEndOnCluster is SPEC's core promise on a Redis Cluster: 16 shards
+// TestEndToEndOnCluster is the core promise (docs/design.md) on a Redis Cluster: 16 shards
 // over 3 masters, 2,000 devices beating every 200 ms with a 1 s timeout,
 // 100 of them going silent: exactly those get exactly one timeout each, and
 // no live device gets one.

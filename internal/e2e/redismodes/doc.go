@@ -11,7 +11,7 @@
 //     (cluster_test.go);
 //   - a master set watched by Sentinels (testenv.RedisSentinel): with
 //     redis.mode sentinel flatline finds the primary through the Sentinels
-//     and follows a promoted replica; and SPEC §7's failover of either
+//     and follows a promoted replica; and the failover of either
 //     deployment, a replica lagging behind the primary that is killed, with
 //     and without redis.wait_replicas (failover_test.go).
 //

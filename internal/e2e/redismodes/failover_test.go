@@ -21,7 +21,7 @@ const sentinelPartitions = 4
 // moments around the failover, on 16 shards.
 var failoverScenario = e2etest.Scenario{Devices: 2000, Silent: 150, Shards: 16}
 
-// TestFailoverWithLaggingReplica is SPEC §7's promise for a failover, on a
+// TestFailoverWithLaggingReplica is the promise for a failover (docs/operations.md, "Replicas"), on a
 // Redis Cluster (3 masters with a replica each, node timeout 1 s) and on a
 // primary with one replica watched by three Sentinels (down-after 1 s):
 // 2,000 devices beating every 200 ms with a 1 s timeout, 150 going silent
@@ -272,7 +272,7 @@ type topology struct {
 	promote func(primary, replica *testenv.RedisServer)
 }
 
-// laggingReplicaFailover is SPEC §7's failover of a Redis topology (its
+// laggingReplicaFailover is a failover of a Redis topology (its
 // data nodes started with replUserArgs) under run, configured with
 // configureFailover: devices go silent at moments around the failover; the
 // replica loses its replication link (the replication user disabled, its

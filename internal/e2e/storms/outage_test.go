@@ -22,7 +22,7 @@ const (
 	timeout      = time.Second
 	outage       = 8 * time.Second
 	// stallAfter is storm.stall_after's default: a deadline within it of
-	// the outage's start may fire (SPEC §10), so the tests count from it.
+	// the outage's start may fire (docs/design.md, "Silence storms"), so the tests count from it.
 	stallAfter = 500 * time.Millisecond
 )
 
