@@ -31,10 +31,40 @@ type Fleet struct {
 	rounds  int
 	lastAck time.Time     // when Kafka acknowledged the newest round
 	maxLag  time.Duration // longest time from a round's ts to the next round's ack
+	acked   []round       // every acknowledged round, in order
 	err     error
 
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// round is one acknowledged round: when it was made (its heartbeats' ts)
+// and when the fleet saw Kafka acknowledge all of it.
+type round struct{ at, ack time.Time }
+
+// stall is a deadline that the fleet's own lateness makes a timeout's
+// right one: the devices of round next beat at ts last, and Kafka
+// acknowledged next only at or after last + the timeout. Whether the
+// heartbeat reached the partition before that deadline (no timeout) or
+// after it (a timeout, then a recovered event when it is read) the test
+// cannot tell, so either is right.
+type stall struct {
+	deadlineMs int64
+	next       time.Time // when the late round was made: its devices are the stall's
+}
+
+// stalls lists the fleet's stalls for a timeout.
+func (f *Fleet) stalls(timeout time.Duration) []stall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []stall
+	for k := 1; k < len(f.acked); k++ {
+		prev, r := f.acked[k-1], f.acked[k]
+		if d := prev.at.UnixMilli() + timeout.Milliseconds(); r.ack.UnixMilli() >= d {
+			out = append(out, stall{deadlineMs: d, next: r.at})
+		}
+	}
+	return out
 }
 
 // IDs names n devices prefix00000, prefix00001, ...
@@ -153,6 +183,7 @@ func (f *Fleet) run(ctx context.Context, cl *kgo.Client, interval time.Duration)
 		// device's last heartbeat is the last one Kafka has.
 		f.rounds++
 		f.lastAck = time.Now()
+		f.acked = append(f.acked, round{at: now, ack: f.lastAck})
 		if !prev.IsZero() {
 			f.maxLag = max(f.maxLag, time.Since(prev))
 		}

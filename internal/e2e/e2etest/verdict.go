@@ -78,6 +78,11 @@ type Verdict struct {
 	Duplicates int // timeout events beyond the first of a device
 	DupDevices int // devices with a duplicate
 	Reentered  int // silent devices that fired re-entered by a hold (Want.Held)
+	// Excused counts the events the fleet's own stalls make right (a
+	// timeout at a deadline its next heartbeat reached Kafka only after,
+	// and the recovered event that ends it), over ExcusedDevices devices.
+	Excused        int
+	ExcusedDevices int
 
 	// Late holds, per silent device that fired, the time from its deadline
 	// to the collector reading its first timeout.
@@ -97,6 +102,9 @@ func (v Verdict) String() string {
 	if v.Reentered > 0 {
 		s += fmt.Sprintf("; %d fired re-entered after a hold of the storm guard", v.Reentered)
 	}
+	if v.Excused > 0 {
+		s += fmt.Sprintf("; %d events over %d devices at the fleet's own stalls", v.Excused, v.ExcusedDevices)
+	}
 	return s
 }
 
@@ -107,9 +115,12 @@ func (v Verdict) String() string {
 // event_id; no live device and no unknown device got one; nothing came
 // back, so there is no recovered event.
 //
-// A fleet that could not keep its own rhythm (a starved machine) fails the
-// test as such, rather than blaming flatline, when a live device got a
-// timeout that the fleet's own lateness can explain.
+// A fleet that could not keep its own rhythm (a starved machine) makes some
+// timeouts right: where Kafka acknowledged a round only at or after the
+// deadline the previous round set, the devices of that round may time out
+// at that deadline and recover when the late heartbeat is read (the
+// fleet's stalls). Those events are counted apart and are neither required
+// nor false; every other event is judged as above.
 func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
 	t.Helper()
 	timeout, shards := w.Timeout, w.Shards
@@ -122,10 +133,21 @@ func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
 	}
 	last := f.LastBeats()
 	got := c.ByDevice()
+	stalls := f.stalls(timeout)
 	var liveFired []string
 	for i, id := range f.IDs {
-		evs := got[id]
-		v.Timeouts += len(evs)
+		v.Timeouts += len(got[id])
+		var evs []Received
+		for _, r := range got[id] {
+			if f.atStall(i, r.Ev, stalls, timeout) {
+				v.Excused++
+				continue
+			}
+			evs = append(evs, r)
+		}
+		if len(evs) < len(got[id]) {
+			v.ExcusedDevices++
+		}
 		if f.silentAt[i].IsZero() {
 			if len(evs) > 0 {
 				liveFired = append(liveFired, fmt.Sprintf("%s (%d timeouts, first %+v)", id, len(evs), evs[0].Ev))
@@ -194,12 +216,9 @@ func (f *Fleet) Verdict(t testing.TB, c *Collector, w Want) Verdict {
 			t.Errorf("event for unknown device %q: %+v", id, evs[0].Ev)
 		}
 	}
-	if len(liveFired) > 0 && v.MaxLag >= timeout {
-		// A heartbeat Kafka acknowledged only after its device's deadline
-		// makes that device's timeout right, not false: a starved
-		// machine, not flatline. Only then does the stall decide the
-		// test; a stall that harmed nothing fails nothing.
-		t.Fatalf("the fleet itself stalled: %v between a heartbeat and the acknowledgement of the next (timeout %v), and %d live devices got a timeout", v.MaxLag, timeout, len(liveFired))
+	if v.Excused > 0 {
+		t.Logf("the fleet itself stalled (%d rounds acknowledged at or after the deadline the round before set, the longest %v from a heartbeat to the next one's acknowledgement): %d events of %d devices at those deadlines are right, not false",
+			len(stalls), v.MaxLag.Round(time.Millisecond), v.Excused, v.ExcusedDevices)
 	}
 	if len(liveFired) > 0 {
 		slices.Sort(liveFired)
@@ -244,6 +263,28 @@ func (f *Fleet) Finish(t testing.TB, c *Collector, wait time.Duration, w Want, i
 	return v
 }
 
+// atStall says whether ev, an event of device i, is one of the fleet's own
+// stalls makes right: a timeout at a stall's deadline, or the recovered
+// event ending one, for a device that still beat in the late round.
+func (f *Fleet) atStall(i int, ev dispatch.Event, stalls []stall, timeout time.Duration) bool {
+	for _, s := range stalls {
+		if at := f.silentAt[i]; !at.IsZero() && !s.next.Before(at) {
+			continue // silent by the late round: its last heartbeat was before
+		}
+		switch ev.Type {
+		case dispatch.TypeTimeout:
+			if ev.DeadlineMs == s.deadlineMs && ev.LastSeenMs == s.deadlineMs-timeout.Milliseconds() {
+				return true
+			}
+		case dispatch.TypeRecovered:
+			if ev.DownSinceMs == s.deadlineMs {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // unfired is nil once every silent device got a timeout in c, and says
 // otherwise how many did not and where a few of them stand (Unfired).
 func (f *Fleet) unfired(c *Collector, insts []*Instance) error {
@@ -257,8 +298,9 @@ func (f *Fleet) unfired(c *Collector, insts []*Instance) error {
 	return nil
 }
 
-// Unfired is nil once every device of ids got a timeout in c, and says
-// otherwise how many did not; its message (made only when printed) adds
+// Unfired is nil once every device of ids got a timeout in c for its last
+// heartbeat in last or later (one at an earlier deadline is a stall of
+// the fleet's, not its silence), and says otherwise how many did not; its message (made only when printed) adds
 // where the timeouts topic stands against what c read, and for three of
 // the devices their last heartbeat (from last) and, with in, their
 // deadline in Redis and in's gate watermark: what a test that waits for
@@ -267,7 +309,10 @@ func Unfired(c *Collector, ids []string, last map[string]int64, in *Instance) er
 	got := c.ByDevice()
 	var missing []string
 	for _, id := range ids {
-		if len(got[id]) == 0 {
+		lastMs, known := last[id]
+		if !slices.ContainsFunc(got[id], func(r Received) bool {
+			return r.Ev.Type == dispatch.TypeTimeout && (!known || r.Ev.LastSeenMs >= lastMs)
+		}) {
 			missing = append(missing, id)
 		}
 	}
