@@ -12,6 +12,7 @@ import (
 	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/shard"
 )
 
 // With 3 instances and 16 shards each owns 5 or 6 within two lease periods;
@@ -71,9 +72,16 @@ func TestNoIngestFiresNothing(t *testing.T) {
 	ids := e2etest.IDs("orphan-", 200)
 	a := e2etest.Start(t, e.Cfg, app.Hooks{})
 	f := e2etest.StartFleet(t, e.Kafka.Brokers(), ids, 200*time.Millisecond, make([]time.Time, len(ids)))
-	e2etest.Eventually(t, 20*time.Second, "the fleet tracked", func() bool {
+	// Tracked, and every partition's watermark written: an instance that
+	// stopped before its first raise left no watermark to lag behind.
+	e2etest.Eventually(t, 20*time.Second, "the fleet tracked and every partition's watermark written", func() bool {
 		n, err := a.Store.Tracked(t.Context(), 4)
-		return err == nil && n == int64(len(ids))
+		if err != nil || n != int64(len(ids)) {
+			return false
+		}
+		wms, parts, err := a.Store.Watermarks(t.Context())
+		_, ok := shard.MinWatermark(wms, parts)
+		return err == nil && ok
 	})
 	if err := a.Stop(); err != nil {
 		t.Fatal(err)
