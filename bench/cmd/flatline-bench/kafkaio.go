@@ -87,68 +87,6 @@ func preload(ctx context.Context, brokers []string, topic string, ids []string, 
 	return ends, nil
 }
 
-// rateProducer sends heartbeats of ids round-robin at rate per second,
-// stamped with the wall clock, until stopped.
-type rateProducer struct {
-	sent, failed atomic.Int64
-	stop         context.CancelFunc
-	done         chan struct{}
-}
-
-func startRateProducer(brokers []string, topic string, ids []string, rate int) (*rateProducer, error) {
-	cl, err := newProducer(brokers, topic)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &rateProducer{stop: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		defer cl.Close()
-		const tick = 5 * time.Millisecond
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		start := time.Now()
-		next := 0
-		var due int64
-		for {
-			select {
-			case <-ctx.Done():
-				fctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-				_ = cl.Flush(fctx)
-				c()
-				return
-			case now := <-t.C:
-				// Catch up with the schedule rather than tick by tick, so a
-				// late tick does not lower the rate.
-				want := int64(now.Sub(start).Seconds() * float64(rate))
-				tsMs := now.UnixMilli()
-				for ; due < want; due++ {
-					id := ids[next]
-					next++
-					if next == len(ids) {
-						next = 0
-					}
-					rec := &kgo.Record{Key: []byte(id), Value: heartbeat(make([]byte, 0, 48), id, tsMs), Timestamp: now}
-					cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-						if err != nil {
-							p.failed.Add(1)
-						} else {
-							p.sent.Add(1)
-						}
-					})
-				}
-			}
-		}
-	}()
-	return p, nil
-}
-
-func (p *rateProducer) Stop() {
-	p.stop()
-	<-p.done
-}
-
 // arrival is one record of the timeouts topic as the test consumer saw it.
 type arrival struct {
 	key       []byte // valid during the callback only
