@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/internal/heapfloor"
 )
 
 // serveOptions are the flags of `flatline serve`. They override
@@ -43,6 +44,12 @@ func (o *serveOptions) run(ctx context.Context, r *rootOptions) error {
 	log := r.logger(cfg)
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
+	}
+	// The collector runs when the heap reaches 64 MiB, or twice what is
+	// live once that is more, unless GOGC is set (docs/operations.md,
+	// "Memory").
+	if f := heapfloor.Start(heapfloor.Default); f != nil {
+		defer f.Stop()
 	}
 	a, err := app.New(ctx, *cfg, log, app.Hooks{})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/freeport"
+	"github.com/flatline-dev/flatline/internal/heapfloor"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/internal/testenv/host"
@@ -65,6 +66,10 @@ func runChild() int {
 			pprof.StopCPUProfile()
 			_ = f.Close()
 		}()
+	}
+	// As flatline serve does.
+	if f := heapfloor.Start(heapfloor.Default); f != nil {
+		defer f.Stop()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -37,7 +37,8 @@ var resources = []resource{
 	{key: "kafka_conns", unit: "", bound: 10, get: func(s procSample) float64 { return float64(s.KafkaConns) }},
 	{key: "redis_conns", unit: "", bound: 10, get: func(s procSample) float64 { return float64(s.RedisConns) }},
 	// The heap's verdict is on the GC's goal (go_memstats_next_gc_bytes):
-	// twice the heap live after the last collection at GOGC 100, so 10
+	// twice the heap live after the last collection at GOGC 100 (which
+	// the soak sets, turning serve's heap floor off), so 10
 	// MiB/h is 5 MiB/h of live heap, 120 MiB a day. heap_alloc, sampled
 	// at a random point of its sawtooth between the live heap and the
 	// goal, scatters by several MiB; over 10 minutes its slope is
