@@ -60,7 +60,9 @@ func ConnectReader(ctx context.Context, rc redisconn.Config) (redisconn.Client, 
 // checkRedisAtStart refuses to start on a server that may evict deadlines
 // (an allkeys-* maxmemory-policy on any master: eviction drops a device
 // without a trace, and its silence is never reported), and warns when
-// persistence is off (a restart of that server empties every shard).
+// persistence is off (a restart of that server empties every shard) or
+// its small sorted sets are listpacks that make the down-set lookups
+// scans (redisconn.ZsetListpackEntries).
 // volatile-* policies are accepted: they evict only keys with an expiry,
 // and flatline's only such keys are the scanner leases, whose loss costs
 // at most a takeover. When the facts cannot be read (INFO denied) it
@@ -87,6 +89,10 @@ func checkRedisAtStart(ctx context.Context, rdb redisconn.Client, rc redisconn.C
 				"redis", m.Addr, "replicas", m.Replicas)
 		case m.Persistence == redisconn.PersistUnknown:
 			log.Info("Redis has no AOF, and its RDB snapshot schedule cannot be read (CONFIG denied); make sure the service persists or replicates", "redis", m.Addr, "replicas", m.Replicas)
+		}
+		if m.ZsetListpackEntries > redisconn.ZsetListpackEntries {
+			log.Warn(fmt.Sprintf("Redis keeps sorted sets of up to %d entries as listpacks, where a lookup scans every entry: each write to a shard whose down set is that small scans it once per heartbeat written; set zset-max-listpack-entries %d",
+				m.ZsetListpackEntries, redisconn.ZsetListpackEntries), "redis", m.Addr)
 		}
 	}
 	st := redisconn.Summarize(redisconn.ModeOf(rdb, rc), masters)

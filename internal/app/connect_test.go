@@ -99,7 +99,8 @@ func checkStart(t *testing.T, err error, want string, also ...string) (refused b
 // policy and the fix, a Redis whose maxmemory-policy may evict deadlines
 // (allkeys-*), whether it reads the policy with CONFIG GET or, where CONFIG
 // is denied as on managed services, from INFO; it accepts noeviction and
-// volatile-*, and warns when persistence is off.
+// volatile-*, and warns when persistence is off, and when small sorted sets
+// are listpacks (Redis's default 128 entries).
 func TestStartRefusesAnEvictingRedis(t *testing.T) {
 	t.Parallel()
 	k := testenv.Kafka(t, 1, "device-signals", "device-timeouts", "device-signals-dlq")
@@ -112,14 +113,16 @@ func TestStartRefusesAnEvictingRedis(t *testing.T) {
 		user     bool
 		want     string // "" = starts
 		persists bool
+		small    bool // zset-max-listpack-entries as docs/operations.md asks
 	}{
-		{"noeviction", nil, false, "", false},
-		{"volatile-lru", []string{"--maxmemory-policy", "volatile-lru"}, false, "", false},
-		{"volatile-ttl with aof", []string{"--maxmemory-policy", "volatile-ttl", "--appendonly", "yes"}, false, "", true},
-		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, false, "maxmemory-policy is allkeys-lru", false},
-		{"allkeys-random", []string{"--maxmemory-policy", "allkeys-random"}, false, "maxmemory-policy is allkeys-random", false},
-		{"allkeys-lfu, CONFIG denied", append([]string{"--maxmemory-policy", "allkeys-lfu"}, noConfig...), true, "maxmemory-policy is allkeys-lfu", false},
-		{"volatile-lfu, CONFIG denied", append([]string{"--maxmemory-policy", "volatile-lfu"}, noConfig...), true, "", false},
+		{"noeviction", nil, false, "", false, false},
+		{"noeviction, small listpacks", []string{"--zset-max-listpack-entries", "16"}, false, "", false, true},
+		{"volatile-lru", []string{"--maxmemory-policy", "volatile-lru"}, false, "", false, false},
+		{"volatile-ttl with aof", []string{"--maxmemory-policy", "volatile-ttl", "--appendonly", "yes"}, false, "", true, false},
+		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, false, "maxmemory-policy is allkeys-lru", false, false},
+		{"allkeys-random", []string{"--maxmemory-policy", "allkeys-random"}, false, "maxmemory-policy is allkeys-random", false, false},
+		{"allkeys-lfu, CONFIG denied", append([]string{"--maxmemory-policy", "allkeys-lfu"}, noConfig...), true, "maxmemory-policy is allkeys-lfu", false, false},
+		{"volatile-lfu, CONFIG denied", append([]string{"--maxmemory-policy", "volatile-lfu"}, noConfig...), true, "", false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,6 +141,10 @@ func TestStartRefusesAnEvictingRedis(t *testing.T) {
 			warned := strings.Contains(logs.String(), "level=WARN msg=\"Redis persistence is off")
 			if c.persists == warned && !c.user {
 				t.Errorf("persistence warning %v with persistence %v; log:\n%s", warned, c.persists, logs.String())
+			}
+			listpacks := strings.Contains(logs.String(), "set zset-max-listpack-entries 16")
+			if c.small == listpacks && !c.user {
+				t.Errorf("listpack warning %v with zset-max-listpack-entries 16 %v; log:\n%s", listpacks, c.small, logs.String())
 			}
 		})
 	}

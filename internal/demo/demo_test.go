@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -72,6 +73,12 @@ func TestStartRedisServer(t *testing.T) {
 		t.Fatalf("kind %q, want %q", kind, demo.RedisServer)
 	}
 	exerciseFlatlineCommands(t, addr)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	got, err := rdb.ConfigGet(context.Background(), "zset-max-listpack-entries").Result()
+	_ = rdb.Close()
+	if want := strconv.Itoa(redisconn.ZsetListpackEntries); err != nil || got["zset-max-listpack-entries"] != want {
+		t.Errorf("zset-max-listpack-entries %v (%v), want %s as docs/operations.md asks of production", got, err, want)
+	}
 	stop()
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()

@@ -16,6 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/flatline-dev/flatline/internal/freeport"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 )
 
 // RedisKind says which Redis StartRedis started.
@@ -91,6 +92,7 @@ func startRedisServer(ctx context.Context, bin string) (string, func(), error) {
 		"--appendonly", "no",
 		"--dir", dir,
 		"--daemonize", "no",
+		"--zset-max-listpack-entries", strconv.Itoa(redisconn.ZsetListpackEntries),
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = childProcAttr()

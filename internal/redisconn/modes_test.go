@@ -223,14 +223,16 @@ func TestInspect(t *testing.T) {
 		user      bool
 		policy    string
 		persisted string
+		listpack  int
 	}{
-		{"defaults of testenv", nil, false, "noeviction", redisconn.PersistOff},
-		{"aof", []string{"--appendonly", "yes"}, false, "noeviction", redisconn.PersistAOF},
-		{"rdb", []string{"--save", "60 1"}, false, "noeviction", redisconn.PersistRDB},
-		{"aof and rdb", []string{"--appendonly", "yes", "--save", "60 1"}, false, "noeviction", redisconn.PersistAOFRDB},
-		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, false, "allkeys-lru", redisconn.PersistOff},
-		{"CONFIG denied", append([]string{"--maxmemory-policy", "volatile-lfu"}, noConfig...), true, "volatile-lfu", redisconn.PersistUnknown},
-		{"CONFIG denied, aof", append([]string{"--appendonly", "yes"}, noConfig...), true, "noeviction", redisconn.PersistAOF},
+		{"defaults of testenv", nil, false, "noeviction", redisconn.PersistOff, 128},
+		{"aof", []string{"--appendonly", "yes"}, false, "noeviction", redisconn.PersistAOF, 128},
+		{"rdb", []string{"--save", "60 1"}, false, "noeviction", redisconn.PersistRDB, 128},
+		{"aof and rdb", []string{"--appendonly", "yes", "--save", "60 1"}, false, "noeviction", redisconn.PersistAOFRDB, 128},
+		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, false, "allkeys-lru", redisconn.PersistOff, 128},
+		{"small listpacks", []string{"--zset-max-listpack-entries", "16"}, false, "noeviction", redisconn.PersistOff, 16},
+		{"CONFIG denied", append([]string{"--maxmemory-policy", "volatile-lfu"}, noConfig...), true, "volatile-lfu", redisconn.PersistUnknown, -1},
+		{"CONFIG denied, aof", append([]string{"--appendonly", "yes"}, noConfig...), true, "noeviction", redisconn.PersistAOF, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -253,7 +255,7 @@ func TestInspect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := redisconn.Master{Addr: rs.Addr(), MaxmemoryPolicy: tc.policy, Persistence: tc.persisted}
+			want := redisconn.Master{Addr: rs.Addr(), MaxmemoryPolicy: tc.policy, Persistence: tc.persisted, ZsetListpackEntries: tc.listpack}
 			if len(masters) != 1 || masters[0] != want {
 				t.Errorf("Inspect = %+v, want [%+v]", masters, want)
 			}

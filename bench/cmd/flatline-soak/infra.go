@@ -13,6 +13,7 @@ import (
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
@@ -58,7 +59,7 @@ func startInfra(ctx context.Context, partitions int) (*infra, error) {
 	}
 	// A real redis-server: the soak reads its connected_clients and its
 	// own connections.
-	srv, err := testenv.StartRedis()
+	srv, err := testenv.StartRedis("--zset-max-listpack-entries", strconv.Itoa(redisconn.ZsetListpackEntries))
 	if err != nil {
 		c.Close()
 		return nil, err
