@@ -44,10 +44,9 @@ const (
 // window is a span in which a slot's process was stopping or starting:
 // probes may fail in it, and a timeout due in it may be published again.
 type window struct {
-	Kind string    `json:"kind"`
-	Slot string    `json:"slot"`
-	From time.Time `json:"-"`
-	To   time.Time `json:"-"`
+	Kind     string    `json:"kind"`
+	Slot     string    `json:"slot"`
+	From, To time.Time `json:"-"`
 	// FromS and ToS are From and To in seconds since the soak's start.
 	FromS float64 `json:"from_s"`
 	ToS   float64 `json:"to_s"`
