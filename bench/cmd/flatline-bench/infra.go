@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -190,26 +191,45 @@ func topCommands(before, after map[string]cmdStat, n int) []RedisCommand {
 
 // cpuMeter measures the CPU seconds the three processes of a scenario use
 // over a window: flatline, redis-server and this one (kfake and the load
-// generators), so a reader sees where the machine's two cores went.
+// generators), so a reader sees where the machine's two cores went; and
+// what else took them: the machine's other processes, and the hypervisor's
+// steal on a virtual machine.
 type cpuMeter struct {
-	pids  map[string]int
-	start map[string]time.Duration
-	at    time.Time
+	pids    map[string]int
+	start   map[string]time.Duration
+	machine host.CPUTimes
+	at      time.Time
 }
 
 func newCPUMeter(pids map[string]int) *cpuMeter {
-	m := &cpuMeter{pids: pids, start: map[string]time.Duration{}, at: time.Now()}
+	m := &cpuMeter{pids: pids, start: map[string]time.Duration{}, machine: host.ReadCPUTimes(), at: time.Now()}
 	for name, pid := range pids {
 		m.start[name] = host.ReadProc(pid).CPU
 	}
 	return m
 }
 
-// Split returns CPU seconds per process since the meter started.
+// Split returns CPU seconds per process since the meter started, with
+// "wall", "others" (the machine's busy time beyond the three processes) and
+// "steal" (the hypervisor's).
 func (m *cpuMeter) Split() map[string]float64 {
 	out := map[string]float64{"wall": time.Since(m.at).Seconds()}
+	mine := 0.0
 	for name, pid := range m.pids {
 		out[name] = (host.ReadProc(pid).CPU - m.start[name]).Seconds()
+		mine += out[name]
 	}
+	now := host.ReadCPUTimes()
+	out["others"] = max(0, (now.Busy-m.machine.Busy).Seconds()-mine)
+	out["steal"] = (now.Steal - m.machine.Steal).Seconds()
 	return out
+}
+
+// stealShare is the hypervisor's steal as a share of the cores' time over
+// a split's wall time.
+func stealShare(split map[string]float64) float64 {
+	if wall := split["wall"]; wall > 0 {
+		return split["steal"] / (wall * float64(runtime.NumCPU()))
+	}
+	return 0
 }

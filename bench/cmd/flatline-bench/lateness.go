@@ -55,6 +55,11 @@ type LatenessRun struct {
 	MaxMs           float64 `json:"arrival_minus_deadline_max_ms"`
 	WatermarkLagP99 float64 `json:"watermark_lag_p99_ms"`
 	BrokerRTTP99    float64 `json:"broker_rtt_p99_ms"`
+	// StealShare is the hypervisor's steal over the run's window, a share
+	// of the machine's core time; OthersCores the machine's other
+	// processes' CPU seconds a second (cpuMeter.Split).
+	StealShare  float64 `json:"steal_share"`
+	OthersCores float64 `json:"others_cores"`
 }
 
 // medianLateness returns the median run by p99, with every run listed.
@@ -65,7 +70,8 @@ func medianLateness(runs []*LatenessResult) *LatenessResult {
 	var all []LatenessRun
 	for _, r := range runs {
 		all = append(all, LatenessRun{Received: r.Received, P99Ms: r.Lateness.P99, MaxMs: r.Lateness.Max,
-			WatermarkLagP99: r.WatermarkLag.P99, BrokerRTTP99: r.BrokerRTT.P99})
+			WatermarkLagP99: r.WatermarkLag.P99, BrokerRTTP99: r.BrokerRTT.P99,
+			StealShare: stealShare(r.CPUSplit), OthersCores: r.CPUSplit["others"] / max(r.CPUSplit["wall"], 1e-9)})
 	}
 	med.Runs = all
 	return med

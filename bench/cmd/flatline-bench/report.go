@@ -130,7 +130,7 @@ func (r *Result) buildTable() {
 			var each []string
 			every := true
 			for _, r := range l.Runs {
-				each = append(each, fmt.Sprintf("%s (wm lag %s, kfake %s)", ms(r.P99Ms), ms(r.WatermarkLagP99), ms(r.BrokerRTTP99)))
+				each = append(each, fmt.Sprintf("%s (wm lag %s, kfake %s, steal %.0f %%)", ms(r.P99Ms), ms(r.WatermarkLagP99), ms(r.BrokerRTTP99), 100*r.StealShare))
 				every = every && r.Received == l.Probes && r.P99Ms <= 30
 			}
 			add(sc, fmt.Sprintf("the %d runs' p99 (median run above), ms", len(l.Runs)), strings.Join(each, "; "), "p99 ≤ 30 ms in every run", check(every))
@@ -158,6 +158,10 @@ func (r *Result) buildTable() {
 			fmt.Sprintf("%s / %s / %s ms", ms(l.BrokerRTT.P50), ms(l.BrokerRTT.P99), ms(l.BrokerRTT.Max)), "", "")
 		add(sc, "flatline process under the load: cores (CPU-s per s) / peak RSS",
 			fmt.Sprintf("%.2f / %s", l.FlatlineCores, mib(l.FlatlinePeakRSSBytes)), "", "")
+		if wall := l.CPUSplit["wall"]; wall > 0 {
+			add(sc, "the machine in the window: other processes' cores / the hypervisor's steal",
+				fmt.Sprintf("%.2f / %.1f %%", l.CPUSplit["others"]/wall, 100*stealShare(l.CPUSplit)), "", "")
+		}
 	}
 	if m := r.Mass; m != nil {
 		sc := "3 mass expiry"

@@ -130,3 +130,37 @@ func LoadAverage() float64 {
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
 }
+
+// CPUTimes is the machine's CPU time so far, summed over its cores, from
+// the first line of /proc/stat.
+type CPUTimes struct {
+	// Busy is time the cores ran anything: user, nice, system, irq and
+	// softirq (guests count in user).
+	Busy time.Duration
+	// Steal is time a virtual machine's cores were ready to run and the
+	// hypervisor ran something else: on a shared host, the part of a
+	// stall no process on this machine caused or can see.
+	Steal time.Duration
+}
+
+// ReadCPUTimes reads the machine's CPU times; off Linux they are zero.
+func ReadCPUTimes() CPUTimes {
+	var t CPUTimes
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return t
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return t
+	}
+	tick := func(i int) time.Duration {
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		return time.Duration(n) * time.Second / clockTick
+	}
+	// cpu user nice system idle iowait irq softirq steal ...
+	t.Busy = tick(1) + tick(2) + tick(3) + tick(6) + tick(7)
+	t.Steal = tick(8)
+	return t
+}
