@@ -58,6 +58,9 @@ type chunk struct {
 	// reset is set on the record-less chunk that moves the partition to
 	// next after its offset was out of range (see partitionReader.reset).
 	reset uint64
+	// answered is when the fetch's answer arrived, by the wall clock
+	// (flatline_ingest_queue_seconds).
+	answered time.Time
 }
 
 // partitionReader reads one partition of the signals topic, read_committed,
@@ -190,6 +193,8 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	// with the decoder's max_skew on top, no heartbeat's time passes the
 	// fetch time + ingest.max_skew (docs/operations.md, "Time").
 	arrived := r.in.opts.Now()
+	answered := time.Now()
+	r.in.opts.Metrics.IngestFetch.Observe(answered.Sub(sentAt).Seconds())
 	recs := res.Records
 	if r.guard != nil {
 		r.guard.observe(r.partition, recs, arrived.UnixMilli())
@@ -197,7 +202,7 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	for len(recs) > 0 || r.next < res.NextOffset {
 		n := min(len(recs), chunkMax)
 		sl := copyRecords(recs[:n], arrived)
-		c := chunk{partition: r.partition, msgs: sl.recs, slab: sl, next: res.NextOffset, sentMs: sentMs}
+		c := chunk{partition: r.partition, msgs: sl.recs, slab: sl, next: res.NextOffset, sentMs: sentMs, answered: answered}
 		recs = recs[n:]
 		if len(recs) > 0 {
 			c.next = recs[0].Offset

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -180,6 +182,41 @@ func TestChunksSplitAtBatchSize(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(r.metrics.RedisBatches); n < 300/7 {
 		t.Errorf("%v Redis batches for 300 heartbeats at batch_size 7, want at least %d", n, 300/7)
+	}
+}
+
+// Every batch's way from Kafka to Redis is timed (the metrics an operator
+// reads to tell the brokers' share of the watermark lag from flatline's
+// and Redis's): each fetch that brought records, each batch's wait from the
+// answer to its write, and the write. None can be longer than the test.
+func TestIngestStagesAreTimed(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	r := newRig(t)
+	r.produce(t, beatsAt("t", 200, time.Now())...)
+	r.waitCommitted(t, r.endOffsets(t))
+	elapsed := time.Since(began).Seconds()
+	batches := testutil.ToFloat64(r.metrics.RedisBatches)
+	for _, h := range []struct {
+		name string
+		h    prometheus.Histogram
+		min  float64
+	}{
+		{"fetch", r.metrics.IngestFetch, 1},
+		{"queue", r.metrics.IngestQueue, batches},
+		{"write", r.metrics.IngestWrite, batches},
+	} {
+		var d dto.Metric
+		if err := h.h.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		n, sum := float64(d.GetHistogram().GetSampleCount()), d.GetHistogram().GetSampleSum()
+		if n < h.min || n == 0 {
+			t.Errorf("%s: %v observations, want at least %v (%v Redis batches)", h.name, n, max(h.min, 1), batches)
+		}
+		if sum < 0 || sum > n*elapsed {
+			t.Errorf("%s: %v observations summing to %.3fs, each at most the test's %.3fs", h.name, n, sum, elapsed)
+		}
 	}
 }
 

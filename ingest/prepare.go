@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"time"
+
 	"github.com/flatline-dev/flatline/internal/kfetch"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -33,6 +35,12 @@ func (p *processor) prepare(chunks []chunk, order []uint16) {
 func (p *processor) decodeAsync(b *batch) {
 	p.job.chunks = append(p.job.chunks[:0], b.chunks...)
 	p.job.order = append(p.job.order[:0], b.order...)
+	p.answered = time.Time{}
+	for _, c := range b.chunks {
+		if len(c.msgs) > 0 && (p.answered.IsZero() || c.answered.Before(p.answered)) {
+			p.answered = c.answered
+		}
+	}
 	go func() {
 		p.decode(p.job.chunks, p.job.order)
 		for _, c := range p.job.chunks {

@@ -39,6 +39,9 @@ type processor struct {
 	// (see decodeAsync), and decoded says when it is done.
 	job     batch
 	decoded chan struct{}
+	// answered is the earliest fetch answer among the batch's chunks with
+	// records (zero if none).
+	answered time.Time
 }
 
 // newProcessors returns the n processors of one consumer-group generation:

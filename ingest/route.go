@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"time"
 
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -58,6 +59,7 @@ func (p *processor) route(l shard.Layout) int {
 func (p *processor) writeRedis(ctx context.Context) error {
 	in := p.in
 	m := in.opts.Metrics
+	start := time.Now()
 	// Route the whole batch by one layout, taken again at every attempt so a
 	// batch retried across a layout change never writes by a stale one.
 	writes := 0
@@ -79,6 +81,10 @@ func (p *processor) writeRedis(ctx context.Context) error {
 	if writes > 0 {
 		m.RedisWrites.Add(float64(writes))
 		m.RedisBatches.Inc()
+	}
+	m.IngestWrite.Observe(time.Since(start).Seconds())
+	if !p.answered.IsZero() {
+		m.IngestQueue.Observe(start.Sub(p.answered).Seconds())
 	}
 	return nil
 }

@@ -26,6 +26,14 @@ type Metrics struct {
 	IngestErrors       prometheus.Counter
 	FetchErrors        prometheus.Counter
 	ConsumerLag        *prometheus.GaugeVec // partition
+	// The path of a heartbeat from Kafka to Redis, which the watermark
+	// waits for: IngestFetch the brokers' answers to fetches that brought
+	// records, IngestQueue flatline's own hand-off, merge and decoding (a
+	// fetch's answer to the start of the Redis write of the batch holding
+	// its records), IngestWrite the Redis write.
+	IngestFetch prometheus.Histogram
+	IngestQueue prometheus.Histogram
+	IngestWrite prometheus.Histogram
 
 	TimeoutsPublished  prometheus.Counter
 	RecoveredPublished prometheus.Counter
@@ -141,6 +149,17 @@ func New() *Metrics {
 		Buckets: LatenessBuckets,
 	})
 	r.MustRegister(m.Lateness)
+	for _, h := range []struct {
+		dst        *prometheus.Histogram
+		name, help string
+	}{
+		{&m.IngestFetch, "flatline_ingest_fetch_seconds", "Time from sending a fetch of the signals topic to its answer, for answers that brought records: the brokers' round trip and their wait for records."},
+		{&m.IngestQueue, "flatline_ingest_queue_seconds", "Time from a fetch's answer to the start of the Redis write of the batch holding its oldest records: hand-off, merge by record time, decoding and the wait for the writer."},
+		{&m.IngestWrite, "flatline_ingest_write_seconds", "Time of a batch's Redis write (deadlines, the down-set look-up, retries), from its start to its last answer."},
+	} {
+		*h.dst = prometheus.NewHistogram(prometheus.HistogramOpts{Name: h.name, Help: h.help, Buckets: LatenessBuckets})
+		r.MustRegister(*h.dst)
+	}
 	m.cluster = newClusterCollector(time.Now)
 	r.MustRegister(m.cluster)
 	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
