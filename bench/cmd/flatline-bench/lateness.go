@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/bench/internal/sample"
+	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -35,6 +36,10 @@ type LatenessResult struct {
 	// to a client of its own: what a watermark stall costs that flatline
 	// does not cause. Sampled beside WatermarkLag.
 	BrokerRTT sample.Dist `json:"broker_rtt_sampled"`
+	// Stages are flatline's own histograms of a heartbeat's way from Kafka
+	// to Redis over the window, each p99 as the upper bound of its bucket:
+	// the brokers' answers, flatline's queue, the Redis write.
+	Stages Stages `json:"ingest_stage_p99_bucket_ms"`
 	// FlatlineCores is the flatline process's CPU time over the window's
 	// wall time, under the background load: the steady-state cost the
 	// Helm chart's CPU request is sized from (deploy/README.md, "Sizing").
@@ -48,6 +53,27 @@ type LatenessResult struct {
 	Runs []LatenessRun `json:"runs,omitempty"`
 }
 
+// Stages are the p99 buckets of flatline_ingest_{fetch,queue,write}_seconds
+// over a window, in ms.
+type Stages struct {
+	Fetch float64 `json:"fetch"`
+	Queue float64 `json:"queue"`
+	Write float64 `json:"write"`
+}
+
+func (s Stages) String() string {
+	return fmt.Sprintf("%s / %s / %s", ms(s.Fetch), ms(s.Queue), ms(s.Write))
+}
+
+// stagesBetween reads Stages from two scrapes of flatline's metrics.
+func stagesBetween(before, after e2etest.Metrics) Stages {
+	p99 := func(name string) float64 {
+		bound, _ := histQuantile(before, after, name, 0.99)
+		return bound * 1e3
+	}
+	return Stages{Fetch: p99("flatline_ingest_fetch_seconds"), Queue: p99("flatline_ingest_queue_seconds"), Write: p99("flatline_ingest_write_seconds")}
+}
+
 // LatenessRun is one run's tail.
 type LatenessRun struct {
 	Received        int     `json:"received"`
@@ -55,6 +81,7 @@ type LatenessRun struct {
 	MaxMs           float64 `json:"arrival_minus_deadline_max_ms"`
 	WatermarkLagP99 float64 `json:"watermark_lag_p99_ms"`
 	BrokerRTTP99    float64 `json:"broker_rtt_p99_ms"`
+	Stages          Stages  `json:"ingest_stage_p99_bucket_ms"`
 	// StealShare is the hypervisor's steal over the run's window, a share
 	// of the machine's core time; OthersCores the machine's other
 	// processes' CPU seconds a second (cpuMeter.Split).
@@ -70,7 +97,7 @@ func medianLateness(runs []*LatenessResult) *LatenessResult {
 	var all []LatenessRun
 	for _, r := range runs {
 		all = append(all, LatenessRun{Received: r.Received, P99Ms: r.Lateness.P99, MaxMs: r.Lateness.Max,
-			WatermarkLagP99: r.WatermarkLag.P99, BrokerRTTP99: r.BrokerRTT.P99,
+			WatermarkLagP99: r.WatermarkLag.P99, BrokerRTTP99: r.BrokerRTT.P99, Stages: r.Stages,
 			StealShare: stealShare(r.CPUSplit), OthersCores: r.CPUSplit["others"] / max(r.CPUSplit["wall"], 1e-9)})
 	}
 	med.Runs = all
@@ -201,6 +228,7 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 		res.BackgroundIngested = (sumMetric(m1, "flatline_heartbeats_consumed_total") - sumMetric(m0, "flatline_heartbeats_consumed_total")) / elapsed
 		bound, _ := histQuantile(m0, m1, "flatline_detection_lateness_seconds", 0.99)
 		res.FlatlineAckP99Ms = bound * 1e3
+		res.Stages = stagesBetween(m0, m1)
 		res.WatermarkLagMs = sumMetric(m1, "flatline_watermark_lag_seconds") * 1e3
 	}
 	res.BackgroundSent = float64(prod.sent.Load()-sent0) / elapsed

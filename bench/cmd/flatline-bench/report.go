@@ -130,7 +130,7 @@ func (r *Result) buildTable() {
 			var each []string
 			every := true
 			for _, r := range l.Runs {
-				each = append(each, fmt.Sprintf("%s (wm lag %s, kfake %s, steal %.0f %%)", ms(r.P99Ms), ms(r.WatermarkLagP99), ms(r.BrokerRTTP99), 100*r.StealShare))
+				each = append(each, fmt.Sprintf("%s (wm lag %s, kfake %s, stages %s, steal %.0f %%)", ms(r.P99Ms), ms(r.WatermarkLagP99), ms(r.BrokerRTTP99), r.Stages, 100*r.StealShare))
 				every = every && r.Received == l.Probes && r.P99Ms <= 30
 			}
 			add(sc, fmt.Sprintf("the %d runs' p99 (median run above), ms", len(l.Runs)), strings.Join(each, "; "), "p99 ≤ 30 ms in every run", check(every))
@@ -156,6 +156,8 @@ func (r *Result) buildTable() {
 			fmt.Sprintf("%s / %s / %s ms", ms(l.WatermarkLag.P50), ms(l.WatermarkLag.P99), ms(l.WatermarkLag.Max)), "", "")
 		add(sc, "the bench's Kafka (kfake) answering ListOffsets, sampled every 20 ms: p50 / p99 / max",
 			fmt.Sprintf("%s / %s / %s ms", ms(l.BrokerRTT.P50), ms(l.BrokerRTT.P99), ms(l.BrokerRTT.Max)), "", "")
+		add(sc, "heartbeats' way to Redis, flatline's histograms, p99 buckets: Kafka's answer / flatline's queue / Redis write",
+			l.Stages.String()+" ms", "", "")
 		add(sc, "flatline process under the load: cores (CPU-s per s) / peak RSS",
 			fmt.Sprintf("%.2f / %s", l.FlatlineCores, mib(l.FlatlinePeakRSSBytes)), "", "")
 		if wall := l.CPUSplit["wall"]; wall > 0 {

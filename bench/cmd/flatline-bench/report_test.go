@@ -42,6 +42,37 @@ func TestHistQuantileUsesTheScrapeDifference(t *testing.T) {
 	}
 }
 
+// Each ingest stage's p99 comes from its own histogram, in ms.
+func TestStagesReadTheirOwnHistograms(t *testing.T) {
+	scrape := func(add int) e2etest.Metrics {
+		page := ""
+		for k, h := range []string{"flatline_ingest_fetch_seconds", "flatline_ingest_queue_seconds", "flatline_ingest_write_seconds"} {
+			// Histogram k holds every new observation in bucket k.
+			page += "# TYPE " + h + " histogram\n"
+			n := 0
+			for i, le := range []string{"0.005", "0.02", "0.05", "+Inf"} {
+				if i == k {
+					n += add
+				}
+				page += fmt.Sprintf("%s_bucket{le=%q} %d\n", h, le, n)
+			}
+			page += fmt.Sprintf("%s_sum 1\n%s_count %d\n", h, h, n)
+		}
+		m, err := e2etest.ParseMetrics([]byte(page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	got := stagesBetween(scrape(0), scrape(50))
+	if want := (Stages{Fetch: 5, Queue: 20, Write: 50}); got != want {
+		t.Fatalf("stages %+v, want %+v", got, want)
+	}
+	if s := got.String(); s != "5.0 / 20.0 / 50.0" {
+		t.Fatalf("shown as %q", s)
+	}
+}
+
 func TestReadMicro(t *testing.T) {
 	out := `goos: linux
 pkg: github.com/flatline-dev/flatline/shard
