@@ -19,12 +19,23 @@ import (
 type Gate struct {
 	store     *shard.Store
 	poll      time.Duration
+	idle      time.Duration
 	grace     time.Duration
 	stallWarn time.Duration
 	now       func() time.Time
 	log       *slog.Logger
 
-	wm      atomic.Int64 // min over partitions, Unix ms; 0 = none
+	wm atomic.Int64 // min over partitions, Unix ms; 0 = none
+	// waiting is set while a scanner holds a deadline that is due by the
+	// clock and waits for the watermark (Scanner.setHeld); only then does
+	// the gate poll every poll, and kick wakes it when waiting begins.
+	waiting atomic.Bool
+	kick    chan struct{}
+	// readMu orders the reads of the watermarks hash, so an earlier read's
+	// state never overwrites a later one's; readAt is when the last
+	// successful read was sent (Unix ns).
+	readMu  sync.Mutex
+	readAt  atomic.Int64
 	mu      sync.Mutex
 	waiters []func(wm int64)
 	// known holds, per partition, the highest wm(p) seen: polled from
@@ -47,10 +58,14 @@ type Gate struct {
 	state    atomic.Pointer[shard.GateState]
 }
 
-// NewGate returns a gate polling the watermarks every poll. A watermark more
-// than stallWarn behind now is logged as stalled.
-func NewGate(store *shard.Store, poll, grace, stallWarn time.Duration, log *slog.Logger) *Gate {
-	return &Gate{store: store, poll: poll, grace: grace, stallWarn: stallWarn, now: time.Now, log: log}
+// NewGate returns a gate polling the watermarks every poll while a deadline
+// waits for the watermark, and every idle otherwise (idle ≤ poll: always
+// every poll). Firing never decides on an older read than two polls: a pass
+// reads the watermarks itself when the last read is older (Gate.fresh). A
+// watermark more than stallWarn behind now is logged as stalled.
+func NewGate(store *shard.Store, poll, idle, grace, stallWarn time.Duration, log *slog.Logger) *Gate {
+	return &Gate{store: store, poll: poll, idle: max(idle, poll), grace: grace, stallWarn: stallWarn, now: time.Now, log: log,
+		kick: make(chan struct{}, 1)}
 }
 
 // Watermark is min over partitions of wm(p) in Unix ms (0 when unknown).
@@ -108,10 +123,50 @@ func (g *Gate) OnAdvance(fn func(wm int64)) {
 
 // Refresh reads the watermarks once.
 func (g *Gate) Refresh(ctx context.Context) error {
+	g.readMu.Lock()
+	defer g.readMu.Unlock()
+	return g.read(ctx)
+}
+
+// fresh reads the watermarks unless the last read was sent within two
+// polls, so that a pass never fires on an older view of the other
+// instances' watermarks and holds than a gate polling every poll would
+// give it. A failed read leaves the view as it was; the gate's own loop
+// reports the outage.
+// A read in flight when it is called is waited for, not repeated, if it
+// was sent within those two polls.
+func (g *Gate) fresh(ctx context.Context) {
+	since := g.now().UnixNano() - 2*g.poll.Nanoseconds()
+	if g.readAt.Load() >= since {
+		return
+	}
+	g.readMu.Lock()
+	defer g.readMu.Unlock()
+	if g.readAt.Load() < since {
+		_ = g.read(ctx)
+	}
+}
+
+// setWaiting records whether any deadline waits for the watermark; when
+// one starts to, the gate polls at once and then every poll.
+func (g *Gate) setWaiting(w bool) {
+	if g.waiting.Swap(w) == w || !w {
+		return
+	}
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// read is Refresh with readMu held.
+func (g *Gate) read(ctx context.Context) error {
+	sent := g.now().UnixNano()
 	st, err := g.store.ReadGate(ctx)
 	if err != nil {
 		return err
 	}
+	g.readAt.Store(sent)
 	g.mu.Lock()
 	g.n = st.Partitions
 	g.merge(st.Watermarks)
@@ -224,13 +279,22 @@ func (g *Gate) Stalled() bool {
 	return g.stalled.Load()
 }
 
-// Run polls the watermarks until ctx is cancelled.
+// Run polls the watermarks until ctx is cancelled: every poll while a
+// deadline waits for the watermark, every idle otherwise. Nothing waiting,
+// nothing is late for want of a fresher read, and an instance whose shards
+// have nothing due reads the hash a few times a second instead of hundreds.
 func (g *Gate) Run(ctx context.Context) error {
 	g.started = g.now()
-	t := time.NewTicker(g.poll)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	outage := retry.Outage{Log: g.log, Down: "cannot read watermarks", Up: "watermarks readable again"}
 	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-g.kick:
+		}
 		if err := g.Refresh(ctx); err != nil {
 			if ctx.Err() == nil {
 				outage.Failed(err)
@@ -238,10 +302,10 @@ func (g *Gate) Run(ctx context.Context) error {
 		} else {
 			outage.Succeeded()
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+		next := g.idle
+		if g.waiting.Load() {
+			next = g.poll
 		}
+		t.Reset(next)
 	}
 }

@@ -117,6 +117,9 @@ func (sc *shardScanner) pass() {
 	// that are in flight push the next read further, so a pass always makes
 	// progress; what it stepped over is read by the next pass.
 	windows := 1 // pops read per round trip: more while pops come back full
+	// The watermarks and holds this pass fires by are no older than a
+	// busy gate's, however long the gate has idled.
+	s.opts.Gate.fresh(ctx)
 	for !sc.stopped.Load() {
 		sc.forgetDone()
 		upTo := s.opts.Gate.upTo(s.opts.Now())
@@ -395,5 +398,6 @@ func (sc *shardScanner) setHeld(deadline int64) {
 	} else {
 		delete(s.held, sc)
 	}
+	s.opts.Gate.setWaiting(len(s.held) > 0)
 	s.heldMu.Unlock()
 }

@@ -45,7 +45,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	gate := scanner.NewGate(st, time.Second, 0, time.Hour, log)
+	gate := scanner.NewGate(st, time.Second, 0, 0, time.Hour, log)
 	if err := gate.Refresh(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg s
 	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	gate := scanner.NewGate(store, time.Hour, 0, time.Hour, log)
+	gate := scanner.NewGate(store, time.Hour, 0, 0, time.Hour, log)
 	if err := gate.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

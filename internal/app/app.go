@@ -23,6 +23,16 @@ import (
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
+// The firing gate reads the shared watermarks hash every gatePoll while one
+// of this instance's deadlines waits for the watermark, every gateIdlePoll
+// otherwise: an instance with nothing due costs Redis ten reads a second
+// instead of two hundred, and a pass still fires on a read at most two
+// gatePolls old (scanner.NewGate).
+const (
+	gatePoll     = 5 * time.Millisecond
+	gateIdlePoll = 100 * time.Millisecond
+)
+
 // Hooks let tests reach into a running instance.
 type Hooks struct {
 	Scanner scanner.Hooks
@@ -126,7 +136,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		Store: a.Store, MinTimeout: cfg.Timeouts.Min, Announcer: a.Publisher, Tracked: a.tracked, Metrics: a.Metrics, Log: log,
 	}
 	if a.runs("scanner") {
-		a.Gate = scanner.NewGate(a.Store, 5*time.Millisecond, cfg.Scanner.Grace, stallAfter(cfg), log)
+		a.Gate = scanner.NewGate(a.Store, gatePoll, gateIdlePoll, cfg.Scanner.Grace, stallAfter(cfg), log)
 		namer.Gate = a.Gate
 		namer.Leader = func() bool { return a.Leaser.Owns(0) }
 		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
