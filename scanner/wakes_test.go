@@ -376,3 +376,89 @@ func TestResubscribedInstancePassesEveryShard(t *testing.T) {
 	}
 	waitFired(ctx, t, fired, "unannounced", "the shards did not pass after the subscription came back")
 }
+
+// The gate reads the other instances' watermarks every poll only while a
+// deadline waits for the watermark; with none waiting it idles (here an
+// hour). A deadline the watermark holds back makes it poll, so another
+// instance's raise in Redis fires it; once it fired, the gate idles again.
+func TestGatePollsOnlyWhileADeadlineWaits(t *testing.T) {
+	t.Parallel()
+	store, rdb := newStore(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	log := slog.New(slog.DiscardHandler)
+	t0 := time.Now().Add(-time.Minute).UnixMilli()
+	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: t0, 1: t0}); err != nil {
+		t.Fatal(err)
+	}
+	gate := scanner.NewGate(store, 5*time.Millisecond, time.Hour, 0, time.Hour, log)
+	advanced := make(chan int64, 100)
+	gate.OnAdvance(func(wm int64) { advanced <- wm })
+	runCtx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	t.Cleanup(func() { stop(); running.Wait() })
+	running.Go(func() { _ = gate.Run(runCtx) })
+	if wm := <-advanced; wm != t0 {
+		t.Fatalf("first read: watermark %d, want %d", wm, t0)
+	}
+	// Another instance raises its partitions. Nothing waits: no read.
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case wm := <-advanced:
+			t.Fatalf("%s: the gate read the raise to %d with no deadline waiting", what, wm)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	t1 := time.Now().Add(-30 * time.Second).UnixMilli()
+	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: t1, 1: t1}); err != nil {
+		t.Fatal(err)
+	}
+	quiet("before any deadline")
+
+	// A deadline due by the clock, past the watermark the gate last read
+	// (t0) and the one in Redis (t1): the scanner holds it and the gate
+	// polls until a raise passes it.
+	hooks, fired := firedIDs()
+	cfg := scanner.DefaultConfig()
+	cfg.Interval = time.Hour // no safety-net poll wakes the shard: only the gate's reads can
+	sc, err := scanner.New(cfg, scanner.Options{
+		Store: store, Dispatcher: &countingDispatcher{}, Gate: gate, Layout: fixedLayout{shard.Layout{Count: 1}},
+		Metrics: metrics.New(), Log: log, DrainTimeout: 5 * time.Second, Hooks: hooks,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(-10 * time.Second).UnixMilli()
+	keys := store.Keys()
+	if err := rdb.ZAdd(ctx, keys.Deadlines(0), redis.Z{Member: "held", Score: shard.Score(deadline, 0)}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	running.Go(func() { _ = sc.Run(runCtx) })
+	if err := sc.SetShards([]int{0}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-fired:
+		t.Fatalf("%s fired with the watermark at %d, before its deadline %d", id, t1, deadline)
+	case <-time.After(300 * time.Millisecond):
+	}
+	now := time.Now().UnixMilli()
+	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: now, 1: now}); err != nil {
+		t.Fatal(err)
+	}
+	waitFired(ctx, t, fired, "held", "another instance's raise past a waiting deadline did not reach the gate")
+
+	// Nothing waits any more: the gate idles again.
+	for len(advanced) > 0 {
+		<-advanced
+	}
+	time.Sleep(50 * time.Millisecond) // a read begun before the fire may still be in flight
+	for len(advanced) > 0 {
+		<-advanced
+	}
+	later := time.Now().UnixMilli() + 1
+	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: later, 1: later}); err != nil {
+		t.Fatal(err)
+	}
+	quiet("after the deadline fired")
+}
