@@ -3,23 +3,23 @@ package ingest
 import (
 	"fmt"
 	"time"
-)
 
-// Format is how heartbeat values are read.
-type Format string
-
-const (
-	// FormatJSON reads a JSON object per message (the README's "Messages").
-	FormatJSON Format = "json"
-	// FormatKey treats any message as a heartbeat of its key's device at the
-	// Kafka message timestamp.
-	FormatKey Format = "key"
+	"github.com/flatline-dev/flatline/decode"
 )
 
 // Config is the ingest section of the configuration.
 type Config struct {
-	// Format of heartbeat values: json or key. Default: json.
-	Format Format `config:"format"`
+	// Format of heartbeat values: json, key or avro. Default: json.
+	Format decode.Format `config:"format"`
+	// From says where each field of a heartbeat comes from (the README's
+	// "Real sources"). Default: the native shape.
+	From decode.From `config:"from"`
+	// Payload is "" or value:<path>: the string member of the value that
+	// holds the device's own message, read by payload:<path> expressions.
+	Payload string `config:"payload"`
+	// PayloadEncoding is how that payload is written: json or base64-json.
+	// Default: json.
+	PayloadEncoding decode.PayloadEncoding `config:"payload_encoding"`
 	// BatchSize is the most messages written to Redis in one round trip.
 	// Default: 4096.
 	BatchSize int `config:"batch_size"`
@@ -48,21 +48,21 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		Format:        FormatJSON,
-		BatchSize:     4096,
-		BatchWait:     0,
-		MaxSkew:       500 * time.Millisecond,
-		MaxValueBytes: 64 << 10,
-		ProbeInterval: 10 * time.Millisecond,
+		Format:          decode.FormatJSON,
+		From:            decode.DefaultFrom(),
+		PayloadEncoding: decode.PayloadJSON,
+		BatchSize:       4096,
+		BatchWait:       0,
+		MaxSkew:         500 * time.Millisecond,
+		MaxValueBytes:   64 << 10,
+		ProbeInterval:   10 * time.Millisecond,
 	}
 }
 
 // Validate checks the section; errors name the offending key.
 func (c Config) Validate() error {
-	switch c.Format {
-	case FormatJSON, FormatKey:
-	default:
-		return fmt.Errorf("ingest.format: want json or key, got %q", c.Format)
+	if err := c.decoderConfig().Validate(); err != nil {
+		return err
 	}
 	if c.BatchSize < 1 || c.BatchSize > 100000 {
 		return fmt.Errorf("ingest.batch_size: must be within [1, 100000], got %d", c.BatchSize)
@@ -83,4 +83,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ingest.probe_interval: must be within [1ms, 10s], got %s", c.ProbeInterval)
 	}
 	return nil
+}
+
+// decoderConfig returns the decoding part of the section. Timeouts and the
+// Avro reader come from elsewhere; Validate checks only the expressions.
+func (c Config) decoderConfig() decode.Config {
+	return decode.Config{Format: c.Format, From: c.From, Payload: c.Payload, PayloadEncoding: c.PayloadEncoding,
+		MaxSkew: c.MaxSkew, MaxValueBytes: c.MaxValueBytes}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 
+	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/kfetch"
 )
@@ -36,7 +37,7 @@ func (in *Ingest) sizeDeadLetters(ctx context.Context) {
 const deadLetterOverhead = 512
 
 // deadLetter copies an invalid message for the dead-letter topic.
-func (p *processor) deadLetter(partition int, msg *kfetch.Record, reason Reason) {
+func (p *processor) deadLetter(partition int, msg *kfetch.Record, reason decode.Reason) {
 	in := p.in
 	source := in.opts.Kafka.SignalsTopic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(msg.Offset, 10)
 	if ok, suppressed := p.limiter.Allow(in.opts.Now()); ok {

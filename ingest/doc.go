@@ -11,9 +11,9 @@
 //     chunk at a time; an offset out of range moves by kafka.start_offset;
 //   - the batcher (batch.go) gathers chunks into batches and hands each to
 //     a processor (process.go), which prepares it (prepare.go): a goroutine
-//     per batch decodes the records (decode.go, with jsonscan.go and
-//     rfc3339.go; invalid ones are kept for the dead-letter topic,
-//     deadletter.go) and keeps the newest heartbeat per device, several
+//     per batch decodes the records (package decode; invalid ones are kept
+//     for the dead-letter topic, deadletter.go) and keeps the newest
+//     heartbeat per device, several
 //     batches side by side; then, one batch after the other in the
 //     batcher's order, its sequencer drops the writes
 //     ingest.coalesce_window says are already covered (coalesce.go) and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/shard"
@@ -60,7 +61,7 @@ type Options struct {
 type Ingest struct {
 	cfg  Config
 	opts Options
-	dec  *Decoder
+	dec  *decode.Decoder
 	dlq  *kafka.Writer
 	// dlqRoom is how many bytes of key and value one dead letter may carry
 	// so that it fits the dead-letter topic's max.message.bytes (set by Run
@@ -88,7 +89,13 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 		opts.Now = time.Now
 	}
 	in := &Ingest{cfg: cfg, opts: opts, writeRedis: (*processor).writeRedis}
-	in.dec = NewDecoder(DecoderConfig{Format: cfg.Format, MaxSkew: cfg.MaxSkew, MaxValueBytes: cfg.MaxValueBytes, Timeouts: opts.Policy.Config()})
+	dc := cfg.decoderConfig()
+	dc.Timeouts = opts.Policy.Config()
+	dec, err := decode.NewDecoder(dc)
+	if err != nil {
+		return nil, err
+	}
+	in.dec = dec
 	if opts.Kafka.DeadLetterTopic != "" {
 		tr, err := opts.Kafka.Transport()
 		if err != nil {

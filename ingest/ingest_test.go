@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/ingest"
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/metrics"
@@ -64,7 +65,7 @@ func newRigWith(t *testing.T, cfg ingest.Config, redisArgs ...string) *rig {
 // reading that format.
 func eachFormat(t *testing.T, test func(t *testing.T, r *rig, cfg ingest.Config)) {
 	t.Parallel()
-	for _, format := range []ingest.Format{ingest.FormatJSON, ingest.FormatKey} {
+	for _, format := range []decode.Format{decode.FormatJSON, decode.FormatKey} {
 		t.Run(string(format), func(t *testing.T) {
 			t.Parallel()
 			cfg := ingest.DefaultConfig()
@@ -209,21 +210,21 @@ func TestInvalidMessagesAreDeadLettered(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	invalid := []struct {
-		reason ingest.Reason
+		reason decode.Reason
 		key    string
 		value  string
 	}{
-		{ingest.ReasonNotObject, "bad-json", `{"ts":`},
-		{ingest.ReasonNotObject, "bad-array", `[1,2]`},
-		{ingest.ReasonNotObject, "bad-null", `null`},
-		{ingest.ReasonTrailingData, "bad-trailing", `{"ts":1} x`},
-		{ingest.ReasonBadType, "bad-type", `{"class":7}`},
-		{ingest.ReasonBadTS, "bad-ts", `{"ts":"yesterday"}`},
-		{ingest.ReasonNoKey, "", `{"ts":1}`},
-		{ingest.ReasonKeyTooLong, strings.Repeat("k", 300), `{}`},
-		{ingest.ReasonKeyNotUTF8, "bad-\xff-utf8", `{}`},
-		{ingest.ReasonIDMismatch, "bad-id", `{"device_id":"other"}`},
-		{ingest.ReasonTooLarge, "bad-large", `{"pad":"` + strings.Repeat("x", 70<<10) + `"}`},
+		{decode.ReasonNotObject, "bad-json", `{"ts":`},
+		{decode.ReasonNotObject, "bad-array", `[1,2]`},
+		{decode.ReasonNotObject, "bad-null", `null`},
+		{decode.ReasonTrailingData, "bad-trailing", `{"ts":1} x`},
+		{decode.ReasonBadType, "bad-type", `{"class":7}`},
+		{decode.ReasonBadTS, "bad-ts", `{"ts":"yesterday"}`},
+		{decode.ReasonNoKey, "", `{"ts":1}`},
+		{decode.ReasonKeyTooLong, strings.Repeat("k", 300), `{}`},
+		{decode.ReasonKeyNotUTF8, "bad-\xff-utf8", `{}`},
+		{decode.ReasonIDMismatch, "bad-id", `{"device_id":"other"}`},
+		{decode.ReasonTooLarge, "bad-large", `{"pad":"` + strings.Repeat("x", 70<<10) + `"}`},
 	}
 	var msgs []kafka.Message
 	for k, c := range invalid {
@@ -267,7 +268,7 @@ func TestInvalidMessagesAreDeadLettered(t *testing.T) {
 		if len(ms[0].Value) > ingest.DefaultConfig().MaxValueBytes {
 			t.Errorf("%s: dead-lettered value of %d bytes not cut", c.reason, len(ms[0].Value))
 		}
-		if c.reason != ingest.ReasonTooLarge && string(ms[0].Value) != c.value {
+		if c.reason != decode.ReasonTooLarge && string(ms[0].Value) != c.value {
 			t.Errorf("%s: value %q, want %q", c.reason, ms[0].Value, c.value)
 		}
 		if v := testutil.ToFloat64(r.metrics.Invalid.WithLabelValues(string(c.reason))); v < 1 {

@@ -3,6 +3,7 @@ package ingest
 import (
 	"time"
 
+	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/internal/kfetch"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -100,14 +101,19 @@ func (p *processor) coalesce() {
 func (p *processor) prepareOne(partition int, msg *kfetch.Record) {
 	in := p.in
 	m := in.opts.Metrics
-	reason, ok := in.dec.Decode(msg.Key, msg.Value, msg.Time, &p.hb)
+	p.msg = decode.Message{Key: msg.Key, Value: msg.Value, Headers: msg.Headers, Time: msg.Time}
+	reason, ok := in.dec.Decode(&p.msg, &p.hb)
 	if !ok {
 		m.Invalid.WithLabelValues(string(reason)).Inc()
 		p.deadLetter(partition, msg, reason)
 		return
 	}
-	p.countFallbacks()
 	hb := &p.hb
+	if hb.Deviceless {
+		m.Deviceless.Inc()
+		return
+	}
+	p.countFallbacks()
 	if hb.Tombstone {
 		m.Tombstones.Inc()
 		p.put(entry{id: hb.DeviceID, tomb: true})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
@@ -18,7 +19,8 @@ import (
 // written (never both at once). It reuses its buffers across batches.
 type processor struct {
 	in      *Ingest
-	hb      Heartbeat
+	hb      decode.Heartbeat
+	msg     decode.Message // the record being decoded, kept here so it does not escape per record
 	batch   shard.Batch
 	latest  map[string]int
 	entries []entry

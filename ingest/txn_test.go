@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/ingest"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -116,7 +117,7 @@ func TestTransactionsReadCommitted(t *testing.T) {
 			t.Errorf("%v records dead-lettered, want none", n)
 		}
 		if n := testutil.CollectAndCount(r.metrics.Invalid); n != 0 {
-			for _, reason := range ingest.AllReasons {
+			for _, reason := range decode.AllReasons {
 				if v := testutil.ToFloat64(r.metrics.Invalid.WithLabelValues(string(reason))); v != 0 {
 					t.Errorf("%v records invalid as %s, want none", v, reason)
 				}

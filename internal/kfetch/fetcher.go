@@ -233,7 +233,8 @@ func (r *Result) readRecords(rr protocol.RecordReader, offset int64, drop, lat b
 			if err != nil {
 				return fmt.Errorf("read value of offset %d: %w", rec.Offset, err)
 			}
-			r.Records = append(r.Records, Record{Offset: rec.Offset, Time: rec.Time, Key: key, Value: value, LogAppendTime: lat})
+			r.Records = append(r.Records, Record{Offset: rec.Offset, Time: rec.Time, Key: key, Value: value,
+				Headers: appendHeaders(nil, rec.Headers), LogAppendTime: lat})
 		}
 		closeBytes(rec.Key)
 		closeBytes(rec.Value)
@@ -298,4 +299,25 @@ func closeBytes(b protocol.Bytes) {
 	if b != nil {
 		_ = b.Close()
 	}
+}
+
+// appendHeaders writes kafka-go's decoded headers back in the record
+// format's header section (see Record.Headers); nil for none.
+func appendHeaders(dst []byte, hs []kafka.Header) []byte {
+	if len(hs) == 0 {
+		return dst
+	}
+	zz := func(n int) uint64 { return uint64(int64(n)<<1) ^ uint64(int64(n)>>63) }
+	dst = binary.AppendUvarint(dst, zz(len(hs)))
+	for _, h := range hs {
+		dst = binary.AppendUvarint(dst, zz(len(h.Key)))
+		dst = append(dst, h.Key...)
+		if h.Value == nil {
+			dst = binary.AppendUvarint(dst, zz(-1))
+			continue
+		}
+		dst = binary.AppendUvarint(dst, zz(len(h.Value)))
+		dst = append(dst, h.Value...)
+	}
+	return dst
 }

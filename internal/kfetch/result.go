@@ -17,6 +17,11 @@ type Record struct {
 	// Key and Value are nil when null. They alias the Result's buffers and
 	// hold until the next fetch into the same Result.
 	Key, Value []byte
+	// Headers is the record's header section as the record format (v2)
+	// writes it: a zigzag varint count, then each header's key and value as
+	// zigzag-varint-length bytes (-1: null). It aliases the Result's
+	// buffers like Key and Value; nil when a record has no headers.
+	Headers []byte
 	// LogAppendTime is set when the record's batch carries the
 	// LogAppendTime timestamp type (attribute bit 3): the topic has
 	// message.timestamp.type=LogAppendTime.

@@ -247,7 +247,7 @@ func (r *Result) parseBatch(base int64, batch []byte, offset int64) error {
 		rec.take(1) // attributes
 		tsDelta, offDelta := rec.varint(), rec.varint()
 		key, value := rec.varBytes(), rec.varBytes()
-		// Headers are not read.
+		headers := rec.b // the rest of the record: its header section, read by whoever needs it
 		if err := cmpErr(w.err, rec.err); err != nil {
 			return fmt.Errorf("record %d of %d: %w", len(r.Records), count, err)
 		}
@@ -267,7 +267,7 @@ func (r *Result) parseBatch(base int64, batch []byte, offset int64) error {
 			ts = maxTS
 		}
 		r.Records = append(r.Records, Record{
-			Offset: off, Time: time.UnixMilli(ts), Key: key, Value: value,
+			Offset: off, Time: time.UnixMilli(ts), Key: key, Value: value, Headers: headers,
 			LogAppendTime: attrs&attrLogAppendTime != 0,
 		})
 	}

@@ -19,6 +19,7 @@ type Metrics struct {
 	Invalid            *prometheus.CounterVec // reason
 	Fallbacks          *prometheus.CounterVec // kind: skew_corrected, timeout_out_of_range, unknown_class
 	Tombstones         prometheus.Counter
+	Deviceless         prometheus.Counter
 	RedisWrites        prometheus.Counter // deadline writes sent (members)
 	RedisBatches       prometheus.Counter
 	Coalesced          prometheus.Counter
@@ -67,12 +68,13 @@ type Metrics struct {
 	cluster *clusterCollector
 }
 
-// InvalidReasons are the reason codes of the README's "Messages" (ingest.AllReasons; a test keeps
+// InvalidReasons are the reason codes of the README's "Messages" (decode.AllReasons; a test keeps
 // the two equal). Their counters are exported at 0 from the start so that
 // rate() and alerts see a series before the first invalid message.
 var InvalidReasons = []string{
 	"not_object", "trailing_data", "bad_type", "bad_ts", "no_key",
 	"key_too_long", "key_not_utf8", "id_mismatch", "too_large", "unknown_class",
+	"no_device_id", "bad_payload", "unknown_schema",
 }
 
 // FallbackKinds label flatline_heartbeats_fallback_total.
@@ -97,6 +99,7 @@ func New() *Metrics {
 	}{
 		{&m.HeartbeatsConsumed, "flatline_heartbeats_consumed_total", "Messages consumed from the signals topic."},
 		{&m.Tombstones, "flatline_tombstones_total", "Tombstones that deregistered a device."},
+		{&m.Deviceless, "flatline_heartbeats_deviceless_total", "Null values skipped because their device id would come from the value (ingest.from.device_id value: or payload:)."},
 		{&m.RedisWrites, "flatline_redis_deadline_writes_total", "Device deadlines written to Redis (ZADD GT members)."},
 		{&m.RedisBatches, "flatline_redis_write_batches_total", "Pipelined write round trips of ingest."},
 		{&m.Coalesced, "flatline_resets_coalesced_total", "Heartbeats whose Redis write was skipped by ingest.coalesce_window."},

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/ingest"
+	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
@@ -28,7 +28,7 @@ type sent struct {
 	key    []byte
 	value  []byte
 	at     time.Time
-	reason ingest.Reason // "" for a valid message
+	reason decode.Reason // "" for a valid message
 	// For a valid message with its own device: the deadline it must leave
 	// (0 for a tombstone: the device must be gone).
 	deadline int64
@@ -41,7 +41,7 @@ func corpus(n int, at time.Time, def time.Duration, classes map[string]time.Dura
 	ms := at.UnixMilli()
 	defDeadline := ms + def.Milliseconds()
 	var out []sent
-	bad := func(kind string, reason ingest.Reason, mk func(i int) (key, value []byte)) {
+	bad := func(kind string, reason decode.Reason, mk func(i int) (key, value []byte)) {
 		for i := 0; i < n; i++ {
 			k, v := mk(i)
 			out = append(out, sent{kind: kind, key: k, value: v, at: at, reason: reason})
@@ -58,52 +58,52 @@ func corpus(n int, at time.Time, def time.Duration, classes map[string]time.Dura
 	}
 	for _, c := range []struct {
 		kind   string
-		reason ingest.Reason
+		reason decode.Reason
 		mk     func(kind string) func(i int) ([]byte, []byte)
 	}{
-		{"not-json", ingest.ReasonNotObject, val(`{"ts":`)},
-		{"text", ingest.ReasonNotObject, val(`hello`)},
-		{"array", ingest.ReasonNotObject, val(`[1,2]`)},
-		{"null", ingest.ReasonNotObject, val(`null`)},
-		{"string", ingest.ReasonNotObject, val(`"dev-1"`)},
-		{"number", ingest.ReasonNotObject, val(`42`)},
-		{"unclosed-string", ingest.ReasonNotObject, val(`{"class":"sensor}`)},
-		{"nested-65", ingest.ReasonNotObject, val(nested(64))},
-		{"nested-30000", ingest.ReasonNotObject, val(nested(30000))},
-		{"trailing", ingest.ReasonTrailingData, val(`{"ts":1} x`)},
-		{"two-objects", ingest.ReasonTrailingData, val(`{}{}`)},
-		{"ts-bool", ingest.ReasonBadType, val(`{"ts":true}`)},
-		{"ts-object", ingest.ReasonBadType, val(`{"ts":{"ms":1}}`)},
-		{"id-number", ingest.ReasonBadType, val(`{"device_id":5}`)},
-		{"class-number", ingest.ReasonBadType, val(`{"class":7}`)},
-		{"timeout-string", ingest.ReasonBadType, val(`{"timeout_ms":"30000"}`)},
-		{"ts-word", ingest.ReasonBadTS, val(`{"ts":"yesterday"}`)},
-		{"ts-bad-date", ingest.ReasonBadTS, val(`{"ts":"2026-13-45T99:00:00Z"}`)},
-		{"ts-overflow", ingest.ReasonBadTS, val(`{"ts":1e400}`)},
-		{"ts-int-overflow", ingest.ReasonBadTS, val(`{"ts":99999999999999999999}`)},
-		{"id-mismatch", ingest.ReasonIDMismatch, val(`{"device_id":"someone-else"}`)},
-		{"id-not-utf8", ingest.ReasonIDMismatch, val("{\"device_id\":\"\xff\xfe\"}")},
+		{"not-json", decode.ReasonNotObject, val(`{"ts":`)},
+		{"text", decode.ReasonNotObject, val(`hello`)},
+		{"array", decode.ReasonNotObject, val(`[1,2]`)},
+		{"null", decode.ReasonNotObject, val(`null`)},
+		{"string", decode.ReasonNotObject, val(`"dev-1"`)},
+		{"number", decode.ReasonNotObject, val(`42`)},
+		{"unclosed-string", decode.ReasonNotObject, val(`{"class":"sensor}`)},
+		{"nested-65", decode.ReasonNotObject, val(nested(64))},
+		{"nested-30000", decode.ReasonNotObject, val(nested(30000))},
+		{"trailing", decode.ReasonTrailingData, val(`{"ts":1} x`)},
+		{"two-objects", decode.ReasonTrailingData, val(`{}{}`)},
+		{"ts-bool", decode.ReasonBadType, val(`{"ts":true}`)},
+		{"ts-object", decode.ReasonBadType, val(`{"ts":{"ms":1}}`)},
+		{"id-number", decode.ReasonBadType, val(`{"device_id":5}`)},
+		{"class-number", decode.ReasonBadType, val(`{"class":7}`)},
+		{"timeout-string", decode.ReasonBadType, val(`{"timeout_ms":"30000"}`)},
+		{"ts-word", decode.ReasonBadTS, val(`{"ts":"yesterday"}`)},
+		{"ts-bad-date", decode.ReasonBadTS, val(`{"ts":"2026-13-45T99:00:00Z"}`)},
+		{"ts-overflow", decode.ReasonBadTS, val(`{"ts":1e400}`)},
+		{"ts-int-overflow", decode.ReasonBadTS, val(`{"ts":99999999999999999999}`)},
+		{"id-mismatch", decode.ReasonIDMismatch, val(`{"device_id":"someone-else"}`)},
+		{"id-not-utf8", decode.ReasonIDMismatch, val("{\"device_id\":\"\xff\xfe\"}")},
 	} {
 		bad(c.kind, c.reason, c.mk(c.kind))
 	}
-	bad("no-key", ingest.ReasonNoKey, func(i int) ([]byte, []byte) { return nil, []byte(fmt.Sprintf(`{"nonce":"no-key-%d"}`, i)) })
-	bad("empty-key", ingest.ReasonNoKey, func(i int) ([]byte, []byte) {
+	bad("no-key", decode.ReasonNoKey, func(i int) ([]byte, []byte) { return nil, []byte(fmt.Sprintf(`{"nonce":"no-key-%d"}`, i)) })
+	bad("empty-key", decode.ReasonNoKey, func(i int) ([]byte, []byte) {
 		return []byte{}, []byte(fmt.Sprintf(`{"nonce":"empty-key-%d"}`, i))
 	})
-	bad("key-300", ingest.ReasonKeyTooLong, func(i int) ([]byte, []byte) {
+	bad("key-300", decode.ReasonKeyTooLong, func(i int) ([]byte, []byte) {
 		k := fmt.Sprintf("bad-key-300-%d-", i)
 		return []byte(k + strings.Repeat("k", 300-len(k))), []byte(`{}`)
 	})
-	bad("key-not-utf8", ingest.ReasonKeyNotUTF8, func(i int) ([]byte, []byte) {
+	bad("key-not-utf8", decode.ReasonKeyNotUTF8, func(i int) ([]byte, []byte) {
 		return []byte(fmt.Sprintf("bad-utf8-%d-\xff\xfe", i)), []byte(`{}`)
 	})
-	bad("value-64KiB+1", ingest.ReasonTooLarge, func(i int) ([]byte, []byte) {
+	bad("value-64KiB+1", decode.ReasonTooLarge, func(i int) ([]byte, []byte) {
 		return key("value-64KiB+1", i), padded(`{"pad":"`, `"}`, 64<<10+1)
 	})
 	// Three 1 MiB values in all: enough to show one cannot stall a
 	// partition, few enough to keep the broker small.
 	for i := 0; i < 3; i++ {
-		out = append(out, sent{kind: "value-1MiB", key: key("value-1MiB", i), value: padded(`{"pad":"`, `"}`, 1<<20), at: at, reason: ingest.ReasonTooLarge})
+		out = append(out, sent{kind: "value-1MiB", key: key("value-1MiB", i), value: padded(`{"pad":"`, `"}`, 1<<20), at: at, reason: decode.ReasonTooLarge})
 	}
 
 	// Odd but valid: each on a device of its own, with the deadline it must
@@ -241,7 +241,7 @@ func TestBadInput(t *testing.T) {
 	}
 	rng.Shuffle(len(msgs), func(i, j int) { msgs[i], msgs[j] = msgs[j], msgs[i] })
 	kmsgs := make([]kafka.Message, len(msgs))
-	wantReasons := map[ingest.Reason]int{}
+	wantReasons := map[decode.Reason]int{}
 	kinds := map[string]bool{}
 	invalid := 0
 	for i, s := range msgs {
@@ -296,7 +296,7 @@ func TestBadInput(t *testing.T) {
 	if len(dead) != invalid {
 		t.Errorf("dead-letter topic holds %d messages, want the %d invalid ones", len(dead), invalid)
 	}
-	gotReasons := map[ingest.Reason]int{}
+	gotReasons := map[decode.Reason]int{}
 	for _, d := range dead {
 		h := headers(d)
 		id := ident{string(d.Key), string(d.Value)}
@@ -307,7 +307,7 @@ func TestBadInput(t *testing.T) {
 		}
 		s := cands[0]
 		want[id] = cands[1:]
-		gotReasons[ingest.Reason(h["flatline-reason"])]++
+		gotReasons[decode.Reason(h["flatline-reason"])]++
 		if h["flatline-reason"] != string(s.reason) {
 			t.Errorf("%s: flatline-reason %q, want %q", s.kind, h["flatline-reason"], s.reason)
 		}
@@ -325,8 +325,8 @@ func TestBadInput(t *testing.T) {
 
 	// A metric per reason, equal to what was sent.
 	m := inst.Metrics
-	for _, r := range ingest.AllReasons {
-		if r == ingest.ReasonUnknownClass {
+	for _, r := range decode.AllReasons {
+		if r == decode.ReasonUnknownClass {
 			continue // only with strict_classes: checked below
 		}
 		if wantReasons[r] == 0 {
@@ -392,7 +392,7 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%s: still tracked after its tombstone", id)
 			}
 		case s.reason != "":
-			if len(s.key) > 0 && s.reason != ingest.ReasonKeyNotUTF8 && s.reason != ingest.ReasonKeyTooLong {
+			if len(s.key) > 0 && s.reason != decode.ReasonKeyNotUTF8 && s.reason != decode.ReasonKeyTooLong {
 				if _, ok := deadline(inst, id); ok {
 					t.Errorf("%s: tracked although its message was invalid (%s)", id, s.reason)
 				}
@@ -418,11 +418,11 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("strict dead-letter topic holds %d messages, want %d", len(strictDead), perKind)
 	}
 	for _, d := range strictDead {
-		if r := headers(d)["flatline-reason"]; r != string(ingest.ReasonUnknownClass) || !strings.HasPrefix(string(d.Key), "strict-unknown-") {
+		if r := headers(d)["flatline-reason"]; r != string(decode.ReasonUnknownClass) || !strings.HasPrefix(string(d.Key), "strict-unknown-") {
 			t.Errorf("strict dead letter %q with reason %q", d.Key, r)
 		}
 	}
-	if got := testutil.ToFloat64(strict.Metrics.Invalid.WithLabelValues(string(ingest.ReasonUnknownClass))); got != perKind {
+	if got := testutil.ToFloat64(strict.Metrics.Invalid.WithLabelValues(string(decode.ReasonUnknownClass))); got != perKind {
 		t.Errorf("strict flatline_heartbeats_invalid_total{reason=\"unknown_class\"} = %v, want %d", got, perKind)
 	}
 	for i := 0; i < perKind; i++ {

@@ -14,8 +14,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/deploy"
-	"github.com/flatline-dev/flatline/ingest"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/metrics"
 )
@@ -71,15 +71,15 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	if exp.Sum("flatline_watermark_timestamp_seconds") <= 0 {
 		t.Errorf("flatline_watermark_timestamp_seconds is not set")
 	}
-	if got := exp.Samples("flatline_heartbeats_invalid_total"); got != len(ingest.AllReasons) {
-		t.Errorf("flatline_heartbeats_invalid_total has %d series, want one per reason (%d)", got, len(ingest.AllReasons))
+	if got := exp.Samples("flatline_heartbeats_invalid_total"); got != len(decode.AllReasons) {
+		t.Errorf("flatline_heartbeats_invalid_total has %d series, want one per reason (%d)", got, len(decode.AllReasons))
 	}
-	reasons := make([]string, len(ingest.AllReasons))
-	for i, r := range ingest.AllReasons {
+	reasons := make([]string, len(decode.AllReasons))
+	for i, r := range decode.AllReasons {
 		reasons[i] = string(r)
 	}
 	if !slices.Equal(reasons, metrics.InvalidReasons) {
-		t.Errorf("metrics.InvalidReasons = %v, ingest.AllReasons = %v", metrics.InvalidReasons, reasons)
+		t.Errorf("metrics.InvalidReasons = %v, decode.AllReasons = %v", metrics.InvalidReasons, reasons)
 	}
 
 	used := map[string]bool{}

@@ -1,12 +1,9 @@
-package ingest
+package decode
 
 import (
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/flatline-dev/flatline/shard"
 )
 
 // BenchmarkDecode measures the decoder on the hot path: one Decoder and one
@@ -36,25 +33,25 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			cfg := testDecoderConfig()
+			cfg := testConfig()
 			cfg.Format = c.format
-			d := NewDecoder(cfg)
+			d := mustNewDecoder(cfg)
 			key, value := []byte(c.key), []byte(c.value)
 			var hb Heartbeat
-			if _, ok := d.Decode(key, value, kt, &hb); !ok {
+			if _, ok := d.decodeKV(key, value, kt, &hb); !ok {
 				b.Fatal("benchmark message is invalid")
 			}
 			b.SetBytes(int64(len(value)))
 			b.ReportAllocs()
 			for b.Loop() {
-				d.Decode(key, value, kt, &hb)
+				d.decodeKV(key, value, kt, &hb)
 			}
 		})
 	}
 
 	// A different device every message (the DeviceID string is then new).
 	b.Run("json/ts-class/new-device", func(b *testing.B) {
-		d := NewDecoder(testDecoderConfig())
+		d := mustNewDecoder(testConfig())
 		const n = 1024
 		keys, values := make([][]byte, n), make([][]byte, n)
 		for i := range keys {
@@ -66,38 +63,8 @@ func BenchmarkDecode(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			d.Decode(keys[i%n], values[i%n], kt, &hb)
+			d.decodeKV(keys[i%n], values[i%n], kt, &hb)
 			i++
 		}
 	})
-}
-
-// BenchmarkCoalescerFilter: the coalescing check of a 4,096-heartbeat batch
-// (Coalescer.filter, one lock) among 200,000 remembered devices; every
-// heartbeat is covered.
-func BenchmarkCoalescerFilter(b *testing.B) {
-	const devices, batch, window = 200_000, 4096, 10_000
-	const t0 = 1_800_000_000_000 // ms: scores hold deadlines after 2024
-	meta := shard.NewMeta(0, shard.FlagPadded)
-	c := newCoalescer(window, coalesceMaxEntries)
-	ids := make([]string, devices)
-	for k := range ids {
-		ids[k] = fmt.Sprintf("dev-%08d", k)
-		c.record(ids[k], t0+window, meta, 0)
-	}
-	template := make([]entry, batch)
-	entries := make([]entry, batch)
-	b.ResetTimer()
-	for n := 0; n < b.N; n++ {
-		b.StopTimer()
-		for k := range template {
-			template[k] = entry{id: ids[((n*batch+k)*7919)%devices], score: shard.Score(t0+window-1000, meta), beats: 1}
-		}
-		copy(entries, template)
-		b.StartTimer()
-		if kept, _ := c.filter(entries); len(kept) != 0 {
-			b.Fatalf("%d heartbeats not covered", len(kept))
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/heartbeat")
 }

@@ -1,7 +1,8 @@
-package ingest
+package decode
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -38,26 +39,26 @@ func FuzzDecode(f *testing.F) {
 
 	decoders := make([]*Decoder, 4)
 	for flags := range decoders {
-		cfg := testDecoderConfig()
+		cfg := testConfig()
 		cfg.Timeouts.StrictClasses = flags&fuzzStrict != 0
 		if flags&fuzzFormatKey != 0 {
 			cfg.Format = FormatKey
 		}
-		decoders[flags] = NewDecoder(cfg)
+		decoders[flags] = mustNewDecoder(cfg)
 	}
-	base := testDecoderConfig()
+	base := testConfig()
 	skewMs := base.MaxSkew.Milliseconds()
 
 	f.Fuzz(func(t *testing.T, key, value []byte, kafkaMs int64, flags uint8) {
 		// Keep the Kafka time where time.Time round-trips Unix ms.
 		kafkaMs %= 1 << 50
 		flags &= fuzzStrict | fuzzFormatKey
-		cfg := testDecoderConfig()
+		cfg := testConfig()
 		cfg.Timeouts.StrictClasses = flags&fuzzStrict != 0
 		formatKey := flags&fuzzFormatKey != 0
 
 		hb := Heartbeat{DeviceID: "stale", Override: true, Class: "stale"}
-		reason, ok := decoders[flags].Decode(key, value, time.UnixMilli(kafkaMs), &hb)
+		reason, ok := decoders[flags].decodeKV(key, value, time.UnixMilli(kafkaMs), &hb)
 
 		if ok != (reason == "") {
 			t.Fatalf("Decode = (%q, %v): reason and ok disagree", reason, ok)
@@ -83,7 +84,7 @@ func FuzzDecode(f *testing.F) {
 			if !want.Tombstone {
 				want.Timeout = base.Timeouts.Default
 			}
-			if !ok || hb != want {
+			if !ok || plain(hb) != want {
 				t.Fatalf("Decode = (%q, %v) %+v, want %+v", reason, ok, hb, want)
 			}
 			return
@@ -123,8 +124,79 @@ func FuzzDecode(f *testing.F) {
 		if reason != wantReason {
 			t.Fatalf("value %q: Decode says %q, encoding/json says %q", value, reason, wantReason)
 		}
-		if ok && hb != want {
+		if ok && plain(hb) != want {
 			t.Fatalf("value %q:\n got %+v\nwant %+v", value, hb, want)
+		}
+	})
+}
+
+// fuzzShapes are the shapes FuzzDecodeShapes reads with, by index.
+var fuzzShapes = []func(*Config){shapeNative, shapeEMQX5, shapeEMQX4, shapeMQTTTopic, shapeAzure, shapeHeaders, shapeNested}
+
+// FuzzDecodeShapes checks that every shape of the README's "Real sources"
+// reads any message without panicking, gives only listed reasons, and that
+// a valid result keeps the invariants ingest relies on: a device id of 1-256
+// bytes of UTF-8 (but for a deviceless value), a time within max_skew of
+// the Kafka time or equal to it, a timeout within bounds, a parent only
+// when named.
+//
+// The seed corpus is the table of shapes_test.go.
+func FuzzDecodeShapes(f *testing.F) {
+	shapeIndex := func(shape func(*Config)) uint8 {
+		for i, s := range fuzzShapes {
+			if reflect.ValueOf(s).Pointer() == reflect.ValueOf(shape).Pointer() {
+				return uint8(i)
+			}
+		}
+		panic("shape not in fuzzShapes")
+	}
+	for _, c := range shapeCases {
+		f.Add(shapeIndex(c.shape), c.msg.Key, c.msg.Value, c.msg.Headers, testKafkaMs)
+	}
+	decoders := make([]*Decoder, len(fuzzShapes))
+	for i, shape := range fuzzShapes {
+		cfg := testConfig()
+		shape(&cfg)
+		decoders[i] = mustNewDecoder(cfg)
+	}
+	base := testConfig()
+	skewMs := base.MaxSkew.Milliseconds()
+
+	f.Fuzz(func(t *testing.T, shape uint8, key, value, headers []byte, kafkaMs int64) {
+		kafkaMs %= 1 << 50
+		d := decoders[int(shape)%len(decoders)]
+		var hb Heartbeat
+		msg := Message{Key: key, Value: value, Headers: headers, Time: time.UnixMilli(kafkaMs)}
+		reason, ok := d.Decode(&msg, &hb)
+		if ok != (reason == "") {
+			t.Fatalf("Decode = (%q, %v): reason and ok disagree", reason, ok)
+		}
+		if !ok {
+			if !slices.Contains(AllReasons, reason) {
+				t.Fatalf("reason %q is not in AllReasons", reason)
+			}
+			return
+		}
+		if hb.Deviceless {
+			if len(value) != 0 {
+				t.Fatalf("deviceless heartbeat of a %d-byte value", len(value))
+			}
+			return
+		}
+		if n := len(hb.DeviceID); n == 0 || n > MaxKeyBytes || !utf8.ValidString(hb.DeviceID) {
+			t.Fatalf("device id %q", hb.DeviceID)
+		}
+		if hb.Tombstone {
+			return
+		}
+		if d := hb.AtMs - kafkaMs; hb.AtMs != kafkaMs && (d < -skewMs || d > skewMs) {
+			t.Fatalf("AtMs %d with Kafka time %d and max_skew %dms", hb.AtMs, kafkaMs, skewMs)
+		}
+		if hb.Timeout < base.Timeouts.Min || hb.Timeout > base.Timeouts.Max {
+			t.Fatalf("Timeout %s out of [%s, %s]", hb.Timeout, base.Timeouts.Min, base.Timeouts.Max)
+		}
+		if hb.HasParent && (len(hb.Parent) > MaxKeyBytes || hb.Parent == hb.DeviceID || !utf8.ValidString(hb.Parent)) {
+			t.Fatalf("parent %q of %q", hb.Parent, hb.DeviceID)
 		}
 	})
 }

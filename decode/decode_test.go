@@ -1,4 +1,4 @@
-package ingest
+package decode
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -22,8 +23,8 @@ import (
 // testKafkaMs is the Kafka timestamp of the table's messages.
 const testKafkaMs int64 = 1763683200123
 
-func testDecoderConfig() DecoderConfig {
-	return DecoderConfig{
+func testConfig() Config {
+	return Config{
 		Format:        FormatJSON,
 		MaxSkew:       500 * time.Millisecond,
 		MaxValueBytes: 64 << 10,
@@ -53,12 +54,12 @@ type decodeCase struct {
 }
 
 func (c decodeCase) decoder() *Decoder {
-	cfg := testDecoderConfig()
+	cfg := testConfig()
 	cfg.Timeouts.StrictClasses = c.strict
 	if c.format != "" {
 		cfg.Format = c.format
 	}
-	return NewDecoder(cfg)
+	return mustNewDecoder(cfg)
 }
 
 func (c decodeCase) kafkaTime() time.Time {
@@ -289,7 +290,15 @@ var decodeCases = func() []decodeCase {
 		// Invalid: bad ts.
 		bad("ts unparseable string", `{"ts":"yesterday"}`, ReasonBadTS),
 		bad("ts empty string", `{"ts":""}`, ReasonBadTS),
-		bad("ts numeric string", `{"ts":"1763683200123"}`, ReasonBadTS),
+		ok("ts numeric string", `{"ts":"1763683200123"}`, func(h *Heartbeat) { h.AtMs = 1763683200123 }),
+		ok("ts seconds", `{"ts":1763683200}`, func(h *Heartbeat) { h.AtMs = 1763683200000 }),
+		ok("ts seconds fraction", `{"ts":1763683200.1239}`, func(h *Heartbeat) { h.AtMs = 1763683200123 }),
+		ok("ts seconds string", `{"ts":"1763683200.4"}`, func(h *Heartbeat) { h.AtMs = 1763683200400 }),
+		ok("ts microseconds", `{"ts":1763683200123999}`, func(h *Heartbeat) { h.AtMs = 1763683200123 }),
+		ok("ts nanoseconds", `{"ts":1763683200123999999}`, func(h *Heartbeat) { h.AtMs = 1763683200123 }),
+		ok("ts nanoseconds exponent", `{"ts":1.7636832004e18}`, func(h *Heartbeat) { h.AtMs = 1763683200400 }),
+		bad("ts numeric string with space", `{"ts":"1763683200123 "}`, ReasonBadTS),
+		bad("ts numeric string plus", `{"ts":"+1763683200123"}`, ReasonBadTS),
 		bad("ts date only", `{"ts":"2025-11-21"}`, ReasonBadTS),
 		bad("ts no zone", `{"ts":"2025-11-21T00:00:00"}`, ReasonBadTS),
 		bad("ts space separator", `{"ts":"2025-11-21 00:00:00Z"}`, ReasonBadTS),
@@ -306,7 +315,7 @@ var decodeCases = func() []decodeCase {
 		bad("ts trailing space", `{"ts":"2025-11-21T00:00:00Z "}`, ReasonBadTS),
 		bad("ts over int64", `{"ts":9223372036854775808}`, ReasonBadTS),
 		bad("ts under int64", `{"ts":-9223372036854775809}`, ReasonBadTS),
-		bad("ts float over int64", `{"ts":9.3e18}`, ReasonBadTS),
+		bad("ts float over int64", `{"ts":9.3e30}`, ReasonBadTS),
 		bad("ts float overflow", `{"ts":1e400}`, ReasonBadTS),
 		bad("ts negative overflow", `{"ts":-1e400}`, ReasonBadTS),
 		bad("bad_ts wins over id_mismatch", `{"ts":"nope","device_id":"d-2"}`, ReasonBadTS),
@@ -336,7 +345,7 @@ func TestDecodeTable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var hb Heartbeat
-			reason, ok := c.decoder().Decode(c.key, c.value, c.kafkaTime(), &hb)
+			reason, ok := c.decoder().decodeKV(c.key, c.value, c.kafkaTime(), &hb)
 			if c.reason != "" {
 				if ok || reason != c.reason {
 					t.Fatalf("Decode = (%q, %v), want (%q, false)", reason, ok, c.reason)
@@ -346,7 +355,7 @@ func TestDecodeTable(t *testing.T) {
 			if !ok || reason != "" {
 				t.Fatalf("Decode = (%q, %v), want valid", reason, ok)
 			}
-			if hb != c.want {
+			if plain(hb) != c.want {
 				t.Fatalf("heartbeat\n got %+v\nwant %+v", hb, c.want)
 			}
 		})
@@ -363,8 +372,16 @@ func TestDecodeCoversEveryReason(t *testing.T) {
 			seen[c.reason] = true
 		}
 	}
-	if len(AllReasons) != 10 {
-		t.Errorf("AllReasons has %d reasons, the README's Messages section lists 10", len(AllReasons))
+	for _, c := range shapeCases {
+		if c.reason != "" {
+			seen[c.reason] = true
+		}
+	}
+	for _, r := range avroReasons {
+		seen[r] = true
+	}
+	if len(AllReasons) != 13 {
+		t.Errorf("AllReasons has %d reasons, the README lists 13", len(AllReasons))
 	}
 	all := map[Reason]bool{}
 	for _, r := range AllReasons {
@@ -405,28 +422,28 @@ func TestDecodeCoversEveryFallback(t *testing.T) {
 // TestDecodeReusesHeartbeat checks that a reused Heartbeat carries nothing
 // over from the previous message and keeps an equal DeviceID string.
 func TestDecodeReusesHeartbeat(t *testing.T) { // not parallel: AllocsPerRun
-	d := NewDecoder(testDecoderConfig())
+	d := mustNewDecoder(testConfig())
 	kt := time.UnixMilli(testKafkaMs)
 	var hb Heartbeat
-	if _, ok := d.Decode([]byte("d-1"), []byte(`{"ts":1,"class":"toaster","timeout_ms":5}`), kt, &hb); !ok {
+	if _, ok := d.decodeKV([]byte("d-1"), []byte(`{"ts":1,"class":"toaster","timeout_ms":5}`), kt, &hb); !ok {
 		t.Fatal("first message invalid")
 	}
 	if !hb.SkewCorrected || !hb.UnknownClass || !hb.TimeoutOutOfRange {
 		t.Fatalf("first message: %+v", hb)
 	}
-	if _, ok := d.Decode([]byte("d-1"), []byte(`{}`), kt, &hb); !ok {
+	if _, ok := d.decodeKV([]byte("d-1"), []byte(`{}`), kt, &hb); !ok {
 		t.Fatal("second message invalid")
 	}
-	if want := valid(nil); hb != want {
+	if want := valid(nil); plain(hb) != want {
 		t.Fatalf("second message: got %+v, want %+v", hb, want)
 	}
-	if _, ok := d.Decode([]byte("d-2"), nil, kt, &hb); !ok || hb.DeviceID != "d-2" || !hb.Tombstone {
+	if _, ok := d.decodeKV([]byte("d-2"), nil, kt, &hb); !ok || hb.DeviceID != "d-2" || !hb.Tombstone {
 		t.Fatalf("third message: %+v", hb)
 	}
 
 	key := []byte("d-3")
 	allocs := testing.AllocsPerRun(100, func() {
-		d.Decode(key, []byte(`{"device_id":"d-3","ts":1763683200000,"class":"sensor","timeout_ms":45000}`), kt, &hb)
+		d.decodeKV(key, []byte(`{"device_id":"d-3","ts":1763683200000,"class":"sensor","timeout_ms":45000}`), kt, &hb)
 	})
 	if allocs != 0 {
 		t.Errorf("valid heartbeat with the same key: %v allocs, want 0", allocs)
@@ -453,11 +470,11 @@ func TestDecodeMaxSkew(t *testing.T) {
 		{time.Duration(math.MaxInt64), math.MinInt64, true}, // 292 years
 		{time.Duration(math.MaxInt64), 0, false},
 	} {
-		cfg := testDecoderConfig()
+		cfg := testConfig()
 		cfg.MaxSkew = tc.skew
 		var hb Heartbeat
 		value := fmt.Appendf(nil, `{"ts":%d}`, tc.ts)
-		if _, ok := NewDecoder(cfg).Decode([]byte("d-1"), value, time.UnixMilli(testKafkaMs), &hb); !ok {
+		if _, ok := mustNewDecoder(cfg).decodeKV([]byte("d-1"), value, time.UnixMilli(testKafkaMs), &hb); !ok {
 			t.Fatalf("skew %v ts %d: invalid", tc.skew, tc.ts)
 		}
 		if hb.SkewCorrected != tc.correct {
@@ -468,21 +485,21 @@ func TestDecodeMaxSkew(t *testing.T) {
 
 func TestDecoderDefaults(t *testing.T) {
 	t.Parallel()
-	d := NewDecoder(DecoderConfig{Timeouts: timeouts.DefaultConfig()})
+	d := mustNewDecoder(Config{Timeouts: timeouts.DefaultConfig()})
 	var hb Heartbeat
 	kt := time.UnixMilli(testKafkaMs)
-	if _, ok := d.Decode([]byte("d-1"), []byte(`{"class":"sensor"}`), kt, &hb); !ok || hb.Timeout != time.Minute || !hb.UnknownClass {
+	if _, ok := d.decodeKV([]byte("d-1"), []byte(`{"class":"sensor"}`), kt, &hb); !ok || hb.Timeout != time.Minute || !hb.UnknownClass {
 		t.Fatalf("default format: %+v", hb)
 	}
 	big := []byte(`{"pad":"` + strings.Repeat("x", 64<<10) + `"}`)
-	if r, _ := d.Decode([]byte("d-1"), big, kt, &hb); r != ReasonTooLarge {
+	if r, _ := d.decodeKV([]byte("d-1"), big, kt, &hb); r != ReasonTooLarge {
 		t.Fatalf("default max_value_bytes: reason %q, want too_large", r)
 	}
 }
 
 func TestReasonStrings(t *testing.T) {
 	t.Parallel()
-	want := []string{"not_object", "trailing_data", "bad_type", "bad_ts", "no_key", "key_too_long", "key_not_utf8", "id_mismatch", "too_large", "unknown_class"}
+	want := []string{"not_object", "trailing_data", "bad_type", "bad_ts", "no_key", "key_too_long", "key_not_utf8", "id_mismatch", "too_large", "unknown_class", "no_device_id", "bad_payload", "unknown_schema"}
 	got := make([]string, len(AllReasons))
 	for i, r := range AllReasons {
 		got[i] = string(r)
@@ -511,9 +528,9 @@ func TestDecodeDifferential(t *testing.T) {
 	r := newRand(t)
 	keys := []string{"d-1", "gerät-ü", "dev/😀", `a\"b`, "d-\uFFFD", "x"}
 	outcomes := map[Reason]int{}
-	lax, strict := testDecoderConfig(), testDecoderConfig()
+	lax, strict := testConfig(), testConfig()
 	strict.Timeouts.StrictClasses = true
-	decoders := map[bool]*Decoder{false: NewDecoder(lax), true: NewDecoder(strict)}
+	decoders := map[bool]*Decoder{false: mustNewDecoder(lax), true: mustNewDecoder(strict)}
 	for i := 0; i < n; i++ {
 		cfg := lax
 		if r.IntN(4) == 0 {
@@ -529,7 +546,7 @@ func TestDecodeDifferential(t *testing.T) {
 		}
 		var got Heartbeat
 		kafkaMs := testKafkaMs
-		reason, ok := decoders[cfg.Timeouts.StrictClasses].Decode([]byte(key), value, time.UnixMilli(kafkaMs), &got)
+		reason, ok := decoders[cfg.Timeouts.StrictClasses].decodeKV([]byte(key), value, time.UnixMilli(kafkaMs), &got)
 		want, wantReason, skip := referenceDecode(cfg, key, value, kafkaMs)
 		if skip {
 			continue
@@ -537,7 +554,7 @@ func TestDecodeDifferential(t *testing.T) {
 		if reason != wantReason || ok != (wantReason == "") {
 			t.Fatalf("key %q value %q (strict %v):\nDecode = (%q, %v), encoding/json says %q", key, value, cfg.Timeouts.StrictClasses, reason, ok, wantReason)
 		}
-		if ok && got != want {
+		if ok && plain(got) != want {
 			t.Fatalf("key %q value %q (strict %v):\n got %+v\nwant %+v", key, value, cfg.Timeouts.StrictClasses, got, want)
 		}
 		outcomes[reason]++
@@ -548,7 +565,7 @@ func TestDecodeDifferential(t *testing.T) {
 // referenceDecode is the README's "Messages" written with encoding/json, time and strconv.
 // skip is set for the few inputs where Decode knowingly parts from them (a
 // leap second, which time rejects).
-func referenceDecode(cfg DecoderConfig, key string, value []byte, kafkaMs int64) (hb Heartbeat, reason Reason, skip bool) {
+func referenceDecode(cfg Config, key string, value []byte, kafkaMs int64) (hb Heartbeat, reason Reason, skip bool) {
 	if !json.Valid(value) {
 		var first json.RawMessage
 		if err := json.NewDecoder(bytes.NewReader(value)).Decode(&first); err == nil && first[0] == '{' && jsonDepth(first) <= maxDepth {
@@ -582,8 +599,8 @@ func referenceDecode(cfg DecoderConfig, key string, value []byte, kafkaMs int64)
 		}
 		return s
 	}
-	idT, tsT, classT, tmoT := typ("device_id"), typ("ts"), typ("class"), typ("timeout_ms")
-	if idT == 'n' || idT == 'x' || tsT == 'x' || classT == 'n' || classT == 'x' || tmoT == 's' || tmoT == 'x' {
+	idT, tsT, classT, tmoT, parentT := typ("device_id"), typ("ts"), typ("class"), typ("timeout_ms"), typ("parent")
+	if idT == 'n' || idT == 'x' || tsT == 'x' || classT == 'n' || classT == 'x' || tmoT == 's' || tmoT == 'x' || parentT == 'n' || parentT == 'x' {
 		return hb, ReasonBadType, false
 	}
 	hb = Heartbeat{DeviceID: key, AtMs: kafkaMs, Timeout: cfg.Timeouts.Default}
@@ -592,6 +609,9 @@ func referenceDecode(cfg DecoderConfig, key string, value []byte, kafkaMs int64)
 		var err error
 		if tsT == 's' {
 			ms, err, skip = refRFC3339(str("ts"))
+			if err != nil && refNumberRe.MatchString(str("ts")) {
+				ms, err = refTSNumber(str("ts"))
+			}
 		} else {
 			ms, err = refTSNumber(string(m["ts"]))
 		}
@@ -628,6 +648,18 @@ func referenceDecode(cfg DecoderConfig, key string, value []byte, kafkaMs int64)
 			hb.Timeout = time.Duration(ms) * time.Millisecond
 		} else {
 			hb.TimeoutOutOfRange = true
+		}
+	}
+	if parentT == 's' {
+		p := str("parent")
+		if len(p) > MaxKeyBytes {
+			return hb, ReasonBadType, false
+		}
+		hb.HasParent = true
+		if p == key {
+			hb.SelfParent = true
+		} else {
+			hb.Parent = p
 		}
 	}
 	return hb, "", false
@@ -669,19 +701,63 @@ func refRFC3339(s string) (ms int64, err error, skip bool) {
 	return t.UnixMilli(), err, false
 }
 
+var refNumberRe = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// refTSNumber reads a numeric time by its magnitude (the README's "Real
+// sources"): exactly with math/big, except that a number with an exponent,
+// or an integer part over 18 digits, goes through float64, as Decode does.
 func refTSNumber(n string) (int64, error) {
-	if !strings.ContainsAny(n, ".eE") {
-		return strconv.ParseInt(n, 10, 64)
+	intPart := strings.TrimPrefix(n, "-")
+	if i := strings.IndexAny(intPart, ".eE"); i >= 0 {
+		intPart = intPart[:i]
 	}
-	x, err := strconv.ParseFloat(n, 64)
-	if err != nil {
-		return 0, err
+	if strings.ContainsAny(n, "eE") || (strings.Contains(n, ".") && len(intPart) > 18) {
+		x, err := strconv.ParseFloat(n, 64)
+		if err != nil {
+			return 0, err
+		}
+		switch a := math.Abs(x); {
+		case a < 1e11:
+			x *= 1000
+		case a < 1e14:
+		case a < 1e17:
+			x /= 1000
+		default:
+			x /= 1e6
+		}
+		x = math.Trunc(x)
+		if x < math.MinInt64 || x >= math.MaxInt64 {
+			return 0, errors.New("out of int64 range")
+		}
+		return int64(x), nil
 	}
-	x = math.Floor(x)
-	if x < math.MinInt64 || x >= math.MaxInt64 {
+	r, ok := new(big.Rat).SetString(n)
+	if !ok {
+		return 0, errors.New("not a number")
+	}
+	if !strings.Contains(n, ".") {
+		if _, err := strconv.ParseInt(n, 10, 64); err != nil {
+			return 0, err
+		}
+	}
+	abs := new(big.Rat).Abs(r)
+	scale := new(big.Rat)
+	switch {
+	case abs.Cmp(big.NewRat(1e11, 1)) < 0:
+		scale.SetInt64(1000)
+	case abs.Cmp(big.NewRat(1e14, 1)) < 0:
+		scale.SetInt64(1)
+	case abs.Cmp(big.NewRat(1e17, 1)) < 0:
+		scale.SetFrac64(1, 1000)
+	default:
+		scale.SetFrac64(1, 1e6)
+	}
+	r.Mul(r, scale)
+	q := new(big.Int).Quo(r.Num(), r.Denom())
+	if !q.IsInt64() {
 		return 0, errors.New("out of int64 range")
 	}
-	return int64(x), nil
+	return q.Int64(), nil
 }
 
 func refTimeoutMs(n string) (int64, bool) {
@@ -710,9 +786,11 @@ func genHeartbeat(r *rand.Rand, key string) []byte {
 		}
 		b.WriteString(ws(r))
 		var name, value string
-		switch r.IntN(6) {
+		switch r.IntN(7) {
 		case 0:
 			name, value = "device_id", genDeviceID(r, key)
+		case 4:
+			name, value = "parent", genDeviceID(r, key)
 		case 1:
 			name, value = "ts", genTS(r)
 		case 2:
@@ -891,4 +969,24 @@ func mutate(r *rand.Rand, v []byte) []byte {
 		v = append(v, []string{" ", "\n", "x", "{}", "1", "]", "\x00"}[r.IntN(7)]...)
 	}
 	return v
+}
+
+// mustNewDecoder is NewDecoder for configurations known to be valid.
+func mustNewDecoder(cfg Config) *Decoder {
+	d, err := NewDecoder(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// decodeKV decodes a message of key and value at kafkaTime, without headers.
+func (d *Decoder) decodeKV(key, value []byte, kafkaTime time.Time, hb *Heartbeat) (Reason, bool) {
+	return d.Decode(&Message{Key: key, Value: value, Time: kafkaTime}, hb)
+}
+
+// plain returns hb without its reused buffers, for comparing.
+func plain(hb Heartbeat) Heartbeat {
+	hb.bufs = nil
+	return hb
 }

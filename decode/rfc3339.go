@@ -1,4 +1,4 @@
-package ingest
+package decode
 
 // parseRFC3339Ms parses an RFC 3339 date-time with optional fractional
 // seconds into Unix ms (the fraction floored to the millisecond). Like Go's

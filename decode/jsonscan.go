@@ -1,4 +1,4 @@
-package ingest
+package decode
 
 import (
 	"encoding/binary"
@@ -10,130 +10,133 @@ import (
 )
 
 // A single-pass scanner for heartbeat values: parseObject checks that a
-// value is exactly one JSON object and locates the known fields in it,
-// without allocating or building a tree; decode.go applies the heartbeat
-// rules to what it found.
+// value is exactly one JSON object and locates the members its plan names
+// in it, without allocating or building a tree; decode.go applies the
+// heartbeat rules to what it found.
 
 // maxDepth bounds the nesting of a heartbeat value, the top-level object
 // counting as 1. Deeper values are rejected as not_object. Skipping is
 // iterative, so the bound is about refusing abuse, not about the stack.
 const maxDepth = 64
 
-// The known fields of a heartbeat value.
-const (
-	fieldDeviceID = iota
-	fieldTS
-	fieldClass
-	fieldTimeoutMS
-	numFields
-)
-
-// valueKind is the JSON type of a known field's value, as far as the
-// type checks care.
+// valueKind is the type of a located value, as far as the type checks
+// care.
 type valueKind uint8
 
 const (
 	kindAbsent valueKind = iota // missing or null
 	kindString
 	kindNumber
-	kindOther // true, false, object or array: never a valid known field
+	kindOther // true, false, object or array: never a valid field
+	kindTime  // a time already in Unix ms (an AMQP timestamp header, an Avro timestamp)
 )
 
 // Span flags.
 const (
-	flagEscape = 1 << iota // string: has a backslash escape
-	flagHigh               // string: has a byte >= 0x80
-	flagFrac               // number: has a fraction or an exponent
+	flagEscape  = 1 << iota // string: has a backslash escape
+	flagHigh                // string: has a byte >= 0x80
+	flagFrac                // number: has a fraction or an exponent
+	flagLiteral             // string: the bytes are the text itself (a header, an Avro string), not JSON
 )
 
-// span locates a known field's value in the message: a string's contents
-// without the quotes, or a number's text.
+// span locates a value in a document: a string's contents without the
+// quotes, or a number's text.
 type span struct {
 	start, end int
 	kind       valueKind
 	flags      uint8
 }
 
-type fields [numFields]span
+// fields holds the spans of one document's slots (see plan).
+type fields [numSlots]span
+
+// A plan names the members of a JSON document to locate: each key either
+// fills a slot with its value or, when its value is an object, leads on to
+// a plan of its own (the path meta.device.id). The default plan is the
+// top-level keys device_id, ts, class, timeout_ms and parent.
+type plan struct {
+	keys    []planKey
+	longest int // the longest key name, which bounds the keys worth unescaping
+}
+
+type planKey struct {
+	name  string
+	slots uint16 // the slots this key's value fills, a bit each
+	sub   *plan  // the plan inside this key's object, or nil
+}
+
+// add makes the plan locate path into slot.
+func (pl *plan) add(path []string, slot int) {
+	k := pl.key(path[0])
+	if len(path) == 1 {
+		k.slots |= 1 << slot
+		return
+	}
+	if k.sub == nil {
+		k.sub = &plan{}
+	}
+	k.sub.add(path[1:], slot)
+}
+
+func (pl *plan) key(name string) *planKey {
+	for i := range pl.keys {
+		if pl.keys[i].name == name {
+			return &pl.keys[i]
+		}
+	}
+	pl.keys = append(pl.keys, planKey{name: name})
+	pl.longest = max(pl.longest, len(name))
+	return &pl.keys[len(pl.keys)-1]
+}
+
+// fill sets the key's slots to sp.
+func (k *planKey) fill(f *fields, sp span) {
+	for s := k.slots; s != 0; s &= s - 1 {
+		f[bits.TrailingZeros16(s)] = sp
+	}
+}
+
+// lookup returns the plan's key named by an object key's raw contents, or
+// nil.
+func (pl *plan) lookup(raw []byte, flags uint8) *planKey {
+	if needsUnquote(raw, flags) {
+		if len(raw) > 6*pl.longest {
+			return nil // cannot unescape to a wanted name
+		}
+		var buf [64]byte
+		raw = unquote(buf[:0], raw)
+	}
+	for i := range pl.keys {
+		if string(raw) == pl.keys[i].name {
+			return &pl.keys[i]
+		}
+	}
+	return nil
+}
+
+// clear empties the slots of the plan and of its sub-plans: a member met
+// again replaces what an earlier one of the same name located.
+func (pl *plan) clear(f *fields) {
+	for i := range pl.keys {
+		k := &pl.keys[i]
+		k.fill(f, span{})
+		if k.sub != nil {
+			k.sub.clear(f)
+		}
+	}
+}
 
 // parseObject checks that v is exactly one JSON object (with surrounding
-// whitespace) and locates the last occurrence of each known field.
-func parseObject(v []byte, f *fields) Reason {
+// whitespace) and locates the last occurrence of each member the plan
+// names.
+func parseObject(v []byte, pl *plan, f *fields) Reason {
 	i := skipWS(v, 0)
 	if i >= len(v) || v[i] != '{' {
 		return ReasonNotObject
 	}
-	i = skipWS(v, i+1)
-	if i < len(v) && v[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(v) || v[i] != '"' {
-				return ReasonNotObject
-			}
-			end, kflags, ok := scanString(v, i)
-			if !ok {
-				return ReasonNotObject
-			}
-			field := lookupField(v[i+1:end-1], kflags)
-			i = skipWS(v, end)
-			if i >= len(v) || v[i] != ':' {
-				return ReasonNotObject
-			}
-			i = skipWS(v, i+1)
-			if i >= len(v) {
-				return ReasonNotObject
-			}
-			var sp span
-			switch c := v[i]; {
-			case c == '"':
-				end, fl, ok := scanString(v, i)
-				if !ok {
-					return ReasonNotObject
-				}
-				sp = span{start: i + 1, end: end - 1, kind: kindString, flags: fl}
-				i = end
-			case c == '-' || (c >= '0' && c <= '9'):
-				end, fl, ok := scanNumber(v, i)
-				if !ok {
-					return ReasonNotObject
-				}
-				sp = span{start: i, end: end, kind: kindNumber, flags: fl}
-				i = end
-			case c == '{' || c == '[':
-				end, ok := skipContainer(v, i, 1)
-				if !ok {
-					return ReasonNotObject
-				}
-				sp.kind = kindOther
-				i = end
-			default:
-				n := literal(v, i)
-				if n == 0 {
-					return ReasonNotObject
-				}
-				if c != 'n' {
-					sp.kind = kindOther
-				} // null: absent
-				i += n
-			}
-			if field >= 0 {
-				f[field] = sp // duplicates: the last one wins
-			}
-			i = skipWS(v, i)
-			if i >= len(v) {
-				return ReasonNotObject
-			}
-			if v[i] == ',' {
-				i = skipWS(v, i+1)
-				continue
-			}
-			if v[i] == '}' {
-				i++
-				break
-			}
-			return ReasonNotObject
-		}
+	i, r := parseMembers(v, i, 1, pl, f)
+	if r != "" {
+		return r
 	}
 	if skipWS(v, i) != len(v) {
 		return ReasonTrailingData
@@ -141,27 +144,96 @@ func parseObject(v []byte, f *fields) Reason {
 	return ""
 }
 
-// lookupField returns the known field named by an object key's raw
-// contents, or -1.
-func lookupField(raw []byte, flags uint8) int {
-	if needsUnquote(raw, flags) {
-		if len(raw) > 6*len("timeout_ms") {
-			return -1 // cannot unescape to a known name
+// parseMembers parses the object at v[i] == '{', nested depth levels deep
+// (the top level is 1), locating pl's members, and returns the index after
+// it.
+func parseMembers(v []byte, i, depth int, pl *plan, f *fields) (int, Reason) {
+	i = skipWS(v, i+1)
+	if i < len(v) && v[i] == '}' {
+		return i + 1, ""
+	}
+	for {
+		if i >= len(v) || v[i] != '"' {
+			return i, ReasonNotObject
 		}
-		var buf [64]byte
-		raw = unquote(buf[:0], raw)
+		end, kflags, ok := scanString(v, i)
+		if !ok {
+			return i, ReasonNotObject
+		}
+		var k *planKey
+		if pl != nil {
+			k = pl.lookup(v[i+1:end-1], kflags)
+		}
+		i = skipWS(v, end)
+		if i >= len(v) || v[i] != ':' {
+			return i, ReasonNotObject
+		}
+		i = skipWS(v, i+1)
+		if i >= len(v) {
+			return i, ReasonNotObject
+		}
+		if k != nil && k.sub != nil {
+			k.sub.clear(f) // the last member of a name wins, whole
+		}
+		var sp span
+		switch c := v[i]; {
+		case c == '"':
+			end, fl, ok := scanString(v, i)
+			if !ok {
+				return i, ReasonNotObject
+			}
+			sp = span{start: i + 1, end: end - 1, kind: kindString, flags: fl}
+			i = end
+		case c == '-' || (c >= '0' && c <= '9'):
+			end, fl, ok := scanNumber(v, i)
+			if !ok {
+				return i, ReasonNotObject
+			}
+			sp = span{start: i, end: end, kind: kindNumber, flags: fl}
+			i = end
+		case c == '{' && k != nil && k.sub != nil:
+			if depth+1 > maxDepth {
+				return i, ReasonNotObject
+			}
+			end, r := parseMembers(v, i, depth+1, k.sub, f)
+			if r != "" {
+				return end, r
+			}
+			sp.kind = kindOther
+			i = end
+		case c == '{' || c == '[':
+			end, ok := skipContainer(v, i, depth)
+			if !ok {
+				return i, ReasonNotObject
+			}
+			sp.kind = kindOther
+			i = end
+		default:
+			n := literal(v, i)
+			if n == 0 {
+				return i, ReasonNotObject
+			}
+			if c != 'n' {
+				sp.kind = kindOther
+			} // null: absent
+			i += n
+		}
+		if k != nil {
+			k.fill(f, sp) // duplicates: the last one wins
+		}
+		i = skipWS(v, i)
+		if i >= len(v) {
+			return i, ReasonNotObject
+		}
+		if v[i] == ',' {
+			i = skipWS(v, i+1)
+			continue
+		}
+		if v[i] == '}' {
+			return i + 1, ""
+		}
+		return i, ReasonNotObject
 	}
-	switch string(raw) {
-	case "device_id":
-		return fieldDeviceID
-	case "ts":
-		return fieldTS
-	case "class":
-		return fieldClass
-	case "timeout_ms":
-		return fieldTimeoutMS
-	}
-	return -1
 }
 
 // sameString reports whether a JSON string's raw contents decode to want,
@@ -183,6 +255,9 @@ func sameString(raw []byte, flags uint8, want []byte) bool {
 // needsUnquote reports whether a string's raw contents differ from its
 // decoded value.
 func needsUnquote(raw []byte, flags uint8) bool {
+	if flags&flagLiteral != 0 {
+		return false
+	}
 	return flags&flagEscape != 0 || (flags&flagHigh != 0 && !utf8.Valid(raw))
 }
 
