@@ -312,6 +312,17 @@ func (d *Decoder) parseSources(cfg Config) error {
 	return nil
 }
 
+// ReadsHeaders reports whether some expression reads a record header, so
+// that a caller copying records keeps their headers only then.
+func (d *Decoder) ReadsHeaders() bool {
+	for _, s := range d.src {
+		if s.kind == srcHeader {
+			return true
+		}
+	}
+	return false
+}
+
 // found is a field's value as its source gave it.
 type found struct {
 	raw   []byte // a string's contents (JSON-escaped unless flagLiteral) or a number's text

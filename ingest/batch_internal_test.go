@@ -112,7 +112,7 @@ func TestSplitChunkKeepsItsSlab(t *testing.T) {
 	t.Parallel()
 	// One processor: the batcher waits for it before it prepares the tail.
 	chunks, free, prepared := startBatcher(t, 7, 1)
-	sl := copyRecords(records("d", 10), time.Now())
+	sl := copyRecords(records("d", 10), time.Now(), false)
 	chunks <- chunk{partition: 3, msgs: sl.recs, slab: sl, next: 10, sentMs: time.Now().UnixMilli()}
 	ids := func(p *processor) []string {
 		var out []string
@@ -134,7 +134,7 @@ func TestSplitChunkKeepsItsSlab(t *testing.T) {
 	// taken and overwritten here.
 	var held []*slab
 	for range 8 {
-		held = append(held, copyRecords(records("x", 10), time.Now()))
+		held = append(held, copyRecords(records("x", 10), time.Now(), false))
 	}
 	free <- p
 	select {

@@ -201,7 +201,7 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	}
 	for len(recs) > 0 || r.next < res.NextOffset {
 		n := min(len(recs), chunkMax)
-		sl := copyRecords(recs[:n], arrived)
+		sl := copyRecords(recs[:n], arrived, r.in.dec.ReadsHeaders())
 		c := chunk{partition: r.partition, msgs: sl.recs, slab: sl, next: res.NextOffset, sentMs: sentMs, answered: answered}
 		recs = recs[n:]
 		if len(recs) > 0 {
@@ -247,13 +247,18 @@ func (s *slab) release() {
 }
 
 // copyRecords copies recs, whose keys and values alias the reader's Result,
-// into a pooled slab, and caps their times at arrived.
-func copyRecords(recs []kfetch.Record, arrived time.Time) *slab {
+// into a pooled slab, and caps their times at arrived. Headers are copied
+// only when the decoder reads them (some ingest.from expression is
+// header:<name>).
+func copyRecords(recs []kfetch.Record, arrived time.Time, headers bool) *slab {
 	sl := slabs.Get().(*slab)
 	sl.refs.Store(1)
 	size := 0
 	for k := range recs {
 		size += len(recs[k].Key) + len(recs[k].Value)
+		if headers {
+			size += len(recs[k].Headers)
+		}
 	}
 	sl.recs = slices.Grow(sl.recs[:0], len(recs))[:len(recs)]
 	buf := slices.Grow(sl.buf[:0], size)
@@ -267,6 +272,9 @@ func copyRecords(recs []kfetch.Record, arrived time.Time) *slab {
 	for k := range recs {
 		rec := &recs[k]
 		sl.recs[k] = kfetch.Record{Offset: rec.Offset, Time: rec.Time, Key: keep(rec.Key), Value: keep(rec.Value), LogAppendTime: rec.LogAppendTime}
+		if headers {
+			sl.recs[k].Headers = keep(rec.Headers)
+		}
 		if sl.recs[k].Time.After(arrived) {
 			sl.recs[k].Time = arrived
 		}

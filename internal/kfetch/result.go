@@ -20,7 +20,8 @@ type Record struct {
 	// Headers is the record's header section as the record format (v2)
 	// writes it: a zigzag varint count, then each header's key and value as
 	// zigzag-varint-length bytes (-1: null). It aliases the Result's
-	// buffers like Key and Value; nil when a record has no headers.
+	// buffers like Key and Value. A record without headers has a count of 0
+	// (Conn) or nil (Fetcher).
 	Headers []byte
 	// LogAppendTime is set when the record's batch carries the
 	// LogAppendTime timestamp type (attribute bit 3): the topic has

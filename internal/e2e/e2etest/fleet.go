@@ -25,6 +25,7 @@ import (
 type Fleet struct {
 	IDs      []string
 	silentAt []time.Time // per device; zero: never silent
+	shape    Shape
 
 	mu      sync.Mutex
 	last    map[string]int64 // silent devices: ts of the newest acknowledged heartbeat
@@ -113,6 +114,22 @@ func StartFleet(t testing.TB, brokers []string, ids []string, interval time.Dura
 // the fleet's last acknowledgement long ago).
 func StartFleetWith(t testing.TB, brokers []string, opts []kgo.Opt, ids []string, interval time.Duration, silentAt []time.Time) *Fleet {
 	t.Helper()
+	return StartShapedFleet(t, brokers, opts, Native, ids, interval, silentAt)
+}
+
+// Shape writes one heartbeat of device id at now (ts is now in Unix ms, as
+// text) as a record the way some producer writes it; the fleet fills in
+// nothing but the topic.
+type Shape func(id string, now time.Time, ts string) *kgo.Record
+
+// Native is flatline's own shape: key = the device id, a JSON value.
+func Native(id string, now time.Time, ts string) *kgo.Record {
+	return &kgo.Record{Key: []byte(id), Value: []byte(`{"device_id":"` + id + `","ts":` + ts + `}`), Timestamp: now}
+}
+
+// StartShapedFleet is StartFleetWith writing its heartbeats in shape.
+func StartShapedFleet(t testing.TB, brokers []string, opts []kgo.Opt, shape Shape, ids []string, interval time.Duration, silentAt []time.Time) *Fleet {
+	t.Helper()
 	if len(silentAt) != len(ids) {
 		t.Fatalf("fleet: %d silence times for %d devices", len(silentAt), len(ids))
 	}
@@ -129,7 +146,7 @@ func StartFleetWith(t testing.TB, brokers []string, opts []kgo.Opt, ids []string
 		t.Fatalf("fleet: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Fleet{IDs: ids, silentAt: silentAt, last: make(map[string]int64), cancel: cancel, done: make(chan struct{})}
+	f := &Fleet{IDs: ids, silentAt: silentAt, shape: shape, last: make(map[string]int64), cancel: cancel, done: make(chan struct{})}
 	go f.run(ctx, cl, interval)
 	t.Cleanup(f.Stop)
 	return f
@@ -162,11 +179,7 @@ func (f *Fleet) run(ctx context.Context, cl *kgo.Client, interval time.Duration)
 			if s := f.silentAt[i]; !s.IsZero() && !now.Before(s) {
 				continue
 			}
-			recs = append(recs, &kgo.Record{
-				Key:       []byte(id),
-				Value:     []byte(`{"device_id":"` + id + `","ts":` + ts + `}`),
-				Timestamp: now,
-			})
+			recs = append(recs, f.shape(id, now, ts))
 		}
 		err := cl.ProduceSync(ctx, recs...).FirstErr()
 		if ctx.Err() != nil {

@@ -151,6 +151,13 @@ func (r *Run) StartFleetWith(t testing.TB, opts []kgo.Opt, prefix string, silent
 	return r.Fleet
 }
 
+// StartShapedFleet is StartFleetWith writing the heartbeats in shape.
+func (r *Run) StartShapedFleet(t testing.TB, opts []kgo.Opt, shape Shape, prefix string, silentAt []time.Time) *Fleet {
+	t.Helper()
+	r.Fleet = StartShapedFleet(t, r.Kafka.Brokers(), opts, shape, IDs(prefix, r.Devices), r.Interval, silentAt)
+	return r.Fleet
+}
+
 // Finish is Fleet.Finish for the run's fleet, events and instance: it
 // waits up to wait for every silent device's timeout and returns the
 // verdict, which expects delivery d.
