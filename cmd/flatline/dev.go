@@ -17,7 +17,8 @@ func newDevCmd(r *rootOptions) *cobra.Command {
 in-process one), a flatline instance and a simulated fleet in which some devices go silent,
 and prints a live line per second: devices tracked, resets/s, timeouts/s, lateness p99.`,
 		Example: `  flatline dev
-  flatline dev --devices 20000 --timeout 2s`,
+  flatline dev --devices 20000 --timeout 2s
+  flatline dev --shape emqx5`,
 		Args: cobra.NoArgs,
 		// RunDev validates o (DevOptions.Validate) before it starts anything.
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -32,5 +33,6 @@ and prints a live line per second: devices tracked, resets/s, timeouts/s, latene
 	f.Float64Var(&o.Silent, "silent", 0.05, "fraction of devices that go silent")
 	f.DurationVar(&o.Duration, "duration", 0, "stop after this long (0 = until interrupted)")
 	f.StringVar(&o.HTTPAddr, "http", "127.0.0.1:9464", "admin HTTP address")
+	f.StringVar((*string)(&o.Shape), "shape", "native", "how the fleet writes heartbeats: native, emqx5, emqx4, mqtt-topic, azure or avro")
 	return cmd
 }

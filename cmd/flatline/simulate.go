@@ -28,6 +28,8 @@ func (o *simulateOptions) Validate() error {
 		return fmt.Errorf("--silent: must be a fraction within [0, 1], got %g", o.Silent)
 	case o.Rate < 0:
 		return fmt.Errorf("--rate: must not be negative, got %g", o.Rate)
+	case !o.Shape.Valid():
+		return fmt.Errorf("--shape: want one of %v, got %q", simulate.Shapes, o.Shape)
 	}
 	return nil
 }
@@ -56,6 +58,7 @@ func newSimulateCmd(r *rootOptions) *cobra.Command {
 	f.DurationVar(&o.Duration, "duration", 0, "how long to run (0 = until interrupted)")
 	f.StringVar(&o.Prefix, "prefix", "dev-", "device id prefix")
 	f.StringVar(&o.Class, "class", "", "class field of every heartbeat")
+	f.StringVar((*string)(&o.Shape), "shape", "native", "how heartbeats are written: native, emqx5, emqx4, mqtt-topic, azure or avro (README \"Real sources\")")
 	return cmd
 }
 

@@ -25,6 +25,9 @@ type DevOptions struct {
 	Silent   float64
 	Duration time.Duration
 	HTTPAddr string
+	// Shape is how the simulated fleet writes its heartbeats, and so how
+	// flatline reads them (the README's "Real sources"). Default: native.
+	Shape simulate.Shape
 	// Version labels flatline_build_info: cmd/flatline's main.version.
 	Version string
 }
@@ -33,6 +36,9 @@ type DevOptions struct {
 func (o DevOptions) Validate() error {
 	if o.Devices < 1 || o.Interval <= 0 || o.Timeout < time.Second || o.Silent < 0 || o.Silent > 1 {
 		return fmt.Errorf("dev: want --devices ≥ 1, --interval > 0, --timeout ≥ 1s and --silent within [0, 1]")
+	}
+	if !o.Shape.Valid() {
+		return fmt.Errorf("dev: --shape: want one of %v, got %q", simulate.Shapes, o.Shape)
 	}
 	return nil
 }
@@ -64,6 +70,7 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 	cfg.Redis.Addrs = []string{redisAddr}
 	cfg.Timeouts.Default = o.Timeout
 	cfg.HTTP.Addr = freeAddr(o.HTTPAddr)
+	shapeIngest(o.Shape, &cfg.Ingest)
 	cfg.Log.Level = "warn"
 	if logLevel != "" {
 		cfg.Log.Level = logLevel
@@ -81,8 +88,13 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 	}
 	fmt.Fprintf(out, "flatline dev: Kafka %v (embedded), Redis %s (%s)\n", brokers, redisAddr, kind)
 	fmt.Fprintf(out, "  status page: http://%s/   (JSON: /status, Prometheus: /metrics)\n", a.HTTP.Addr())
-	fmt.Fprintf(out, "  fleet: %d devices beating every %s, timeout %s, %.0f%% go silent over the first minute\n\n",
+	fmt.Fprintf(out, "  fleet: %d devices beating every %s, timeout %s, %.0f%% go silent over the first minute\n",
 		o.Devices, o.Interval, o.Timeout, 100*o.Silent)
+	if o.Shape != "" && o.Shape != simulate.ShapeNative {
+		fmt.Fprintf(out, "  shape: %s, read with ingest.format %s, ingest.from %+v, ingest.payload %q\n",
+			o.Shape, cfg.Ingest.Format, cfg.Ingest.From, cfg.Ingest.Payload)
+	}
+	fmt.Fprintln(out)
 
 	runErr := make(chan error, 1)
 	go func() { runErr <- a.Run(ctx) }()
@@ -90,6 +102,7 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 	go func() {
 		_, err := simulate.Run(ctx, cfg.Kafka, simulate.Config{
 			Devices: o.Devices, Interval: o.Interval, Silent: o.Silent, SilentAfter: time.Minute, Prefix: "dev-",
+			Shape: o.Shape,
 		}, nil)
 		simErr <- err
 	}()

@@ -42,6 +42,10 @@ type Config struct {
 	// Class and TimeoutMs, when set, are sent in every heartbeat.
 	Class     string
 	TimeoutMs int64
+	// Shape is how heartbeats are written. Default: native.
+	Shape Shape
+	// Avro encodes heartbeats for the shape avro.
+	Avro AvroEncoder
 }
 
 // DefaultConfig returns the documented defaults.
@@ -68,6 +72,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("timeout-ms: must not be negative, got %d", c.TimeoutMs)
 	case len(c.Prefix)+len(strconv.Itoa(c.Devices-1)) > 256:
 		return fmt.Errorf("prefix: device ids would exceed 256 bytes")
+	case !c.Shape.Valid():
+		return fmt.Errorf("shape: want one of %v, got %q", Shapes, c.Shape)
+	case c.Shape == ShapeAvro && c.Avro == nil:
+		return fmt.Errorf("shape: avro needs a schema registry (ingest.schema_registry.url)")
 	}
 	return nil
 }
@@ -235,10 +243,16 @@ func (g *generator) send(ctx context.Context, first, n int64) {
 	now := time.Now()
 	nowMs := now.UnixMilli()
 	g.buf, g.ends = g.buf[:0], g.ends[:0]
+	clear(g.msgs)
+	g.msgs = g.msgs[:0]
 	devices := int64(g.cfg.Devices)
 	for s := first; s < first+n; s++ {
 		dev := int(s % devices)
 		if !g.fleet.beats(dev, now, &g.stats) {
+			continue
+		}
+		if g.cfg.Shape != "" && g.cfg.Shape != ShapeNative {
+			g.shaped(dev, now)
 			continue
 		}
 		g.buf = g.fleet.appendID(g.buf, dev)
@@ -246,11 +260,9 @@ func (g *generator) send(ctx context.Context, first, n int64) {
 		g.buf = g.fleet.appendHeartbeat(g.buf, dev, nowMs)
 		g.ends = append(g.ends, keyEnd, len(g.buf))
 	}
-	if len(g.ends) == 0 {
+	if len(g.ends) == 0 && len(g.msgs) == 0 {
 		return
 	}
-	clear(g.msgs)
-	g.msgs = g.msgs[:0]
 	start := 0
 	for i := 0; i < len(g.ends); i += 2 {
 		k, v := g.ends[i], g.ends[i+1]
@@ -279,4 +291,16 @@ func (g *generator) send(ctx context.Context, first, n int64) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// shaped appends the heartbeat of device dev in the configured shape (not
+// native: that one is written without allocating, in send); one that
+// cannot be written counts as an error.
+func (g *generator) shaped(dev int, now time.Time) {
+	m, err := g.cfg.Shape.message(g.fleet.id(dev), now, g.cfg.Class, g.cfg.TimeoutMs, g.cfg.Avro)
+	if err != nil {
+		g.stats.Errors++
+		return
+	}
+	g.msgs = append(g.msgs, m)
 }
