@@ -45,6 +45,9 @@ type IngestResult struct {
 	// MedianExactCPUPerMillion is the median of the exact runs' flatline
 	// CPU-s per million heartbeats.
 	MedianExactCPUPerMillion float64 `json:"median_exact_cpu_seconds_per_million"`
+	// Shapes are the exact runs over the same fleet written as bridges
+	// write it (-shapes), each over the median ceiling.
+	Shapes []ShapeResult `json:"shapes,omitempty"`
 }
 
 // IngestPair is one exact run and the ceiling measured right after it.
@@ -198,6 +201,12 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 			res.RatioCoalesced = res.Coalesced.HeartbeatsPerSecond / medianCeiling
 		}
 	}
+	if len(o.shapes) > 0 {
+		base := time.Now().Add(-time.Duration(rounds) * time.Second)
+		if res.Shapes, err = runShapes(ctx, o, infra, ids, rounds, res.Heartbeats, base, medianCeiling); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -215,6 +224,10 @@ func ingestOnce(ctx context.Context, o *options, brokers []string, rp *redisProc
 		"roles": "ingest", "log.level": "warn", "shards.initial_count": fmt.Sprint(o.shards),
 	}
 	maps.Copy(all, settings)
+	topic := kc.SignalsTopic
+	if t := settings["kafka.signals_topic"]; t != "" {
+		topic = t
+	}
 	fl, err := startFlatline(all, run.Profile)
 	if err != nil {
 		return nil, err
@@ -233,7 +246,7 @@ func ingestOnce(ctx context.Context, o *options, brokers []string, rp *redisProc
 			first = time.Now()
 		}
 		if err == nil && n >= want {
-			committed, err := groupCommitted(ctx, brokers, group, kc.SignalsTopic, o.partitions)
+			committed, err := groupCommitted(ctx, brokers, group, topic, o.partitions)
 			caughtUp := err == nil
 			for p, end := range ends {
 				caughtUp = caughtUp && committed[p] >= end

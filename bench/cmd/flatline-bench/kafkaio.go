@@ -49,6 +49,16 @@ func heartbeat(dst []byte, id string, tsMs int64) []byte {
 // is at base + k*period + d*period/devices (record timestamp = ts). It
 // returns the end offset of every partition.
 func preload(ctx context.Context, brokers []string, topic string, ids []string, rounds int, base time.Time, period time.Duration) (map[int]int64, error) {
+	return preloadShaped(ctx, brokers, topic, ids, rounds, base, period, nativeRecord)
+}
+
+// nativeRecord is device id's heartbeat at at in flatline's own shape.
+func nativeRecord(id string, at time.Time) *kgo.Record {
+	return &kgo.Record{Key: []byte(id), Value: heartbeat(make([]byte, 0, 48), id, at.UnixMilli()), Timestamp: at}
+}
+
+// preloadShaped is preload writing each heartbeat with record.
+func preloadShaped(ctx context.Context, brokers []string, topic string, ids []string, rounds int, base time.Time, period time.Duration, record func(id string, at time.Time) *kgo.Record) (map[int]int64, error) {
 	cl, err := newProducer(brokers, topic)
 	if err != nil {
 		return nil, err
@@ -61,7 +71,7 @@ func preload(ctx context.Context, brokers []string, topic string, ids []string, 
 	for k := 0; k < rounds; k++ {
 		for d, id := range ids {
 			at := base.Add(time.Duration(k)*period + time.Duration(int64(d)*int64(period)/int64(n)))
-			rec := &kgo.Record{Key: []byte(id), Value: heartbeat(make([]byte, 0, 48), id, at.UnixMilli()), Timestamp: at}
+			rec := record(id, at)
 			cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
 				if err != nil {
 					firstErr.CompareAndSwap(nil, err)

@@ -65,6 +65,7 @@ type options struct {
 	ceilingDuration  time.Duration
 	monitorFile      string
 	ingestPairs      int
+	shapes           []string
 	ingestTimeout    time.Duration
 
 	latDevices int
@@ -140,6 +141,7 @@ func run() int {
 	fs.DurationVar(&o.coalesceWindow, "coalesce", 10*time.Second, "scenario 1: ingest.coalesce_window of the second run (0: skip it)")
 	fs.DurationVar(&o.ceilingDuration, "ceiling", 3*time.Second, "scenario 1: how long to measure the Redis ceiling, after each exact run")
 	fs.StringVar(&o.monitorFile, "monitor", "", "scenario 1: after the pairs, one more exact run (not counted) whose Redis commands MONITOR writes to this file, for bench/cmd/zadd-order")
+	shapes := fs.String("shapes", "emqx5,mqtt-topic", "scenario 1: exact ingest of the same fleet as bridges write it (emqx5, mqtt-topic; empty: none)")
 	fs.IntVar(&o.ingestPairs, "ingest-pairs", 3, "scenario 1: exact runs, each followed by a ceiling measurement (the median ratio counts)")
 	fs.DurationVar(&o.ingestTimeout, "ingest-timeout", 2*time.Minute, "scenario 1: give up on a run after this long")
 	fs.IntVar(&o.latDevices, "lat-devices", referenceSizes["lat-devices"], "scenario 2: tracked devices")
@@ -170,6 +172,20 @@ func run() int {
 		return nil
 	})
 	_ = fs.Parse(os.Args[1:])
+	for _, name := range strings.Split(*shapes, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		known := false
+		for _, s := range benchShapes {
+			known = known || s.name == name
+		}
+		if !known {
+			fmt.Fprintf(os.Stderr, "flatline-bench: -shapes: unknown shape %q (emqx5, mqtt-topic)\n", name)
+			return 2
+		}
+		o.shapes = append(o.shapes, name)
+	}
 
 	scaled := func(p *int) {
 		if o.scale != 1 {

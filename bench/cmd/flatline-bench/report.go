@@ -104,6 +104,14 @@ func (r *Result) buildTable() {
 			}
 			add(sc, label, fmt.Sprintf("%.2f ×", in.RatioCoalesced), "≥ 1.5 ×", check(co.Completed && in.RatioCoalesced >= 1.5))
 		}
+		for _, sh := range in.Shapes {
+			var each []string
+			for _, r := range sh.Runs {
+				each = append(each, num(r.HeartbeatsPerSecond))
+			}
+			add(sc, fmt.Sprintf("%s shape / median ceiling: median of %d runs (%s hb/s)", sh.Shape, len(sh.Runs), strings.Join(each, ", ")),
+				fmt.Sprintf("%.2f ×", sh.Ratio), fmt.Sprintf("≥ %.1f ×", sh.Target), check(sh.Median.Completed && sh.Ratio >= sh.Target))
+		}
 	}
 	if w := r.Wait; w != nil {
 		sc := "1 ingest, WAIT"
