@@ -23,9 +23,10 @@ const redacted = "<redacted>"
 // not the secret (read only when a client is built, never into a printed
 // field), and a hidden path would keep the output from loading back.
 var secretKeys = map[string]bool{
-	"redis.password":          true,
-	"redis.sentinel.password": true,
-	"kafka.sasl.password":     true,
+	"redis.password":                  true,
+	"redis.sentinel.password":         true,
+	"kafka.sasl.password":             true,
+	"ingest.schema_registry.password": true,
 }
 
 // Redacted returns the effective configuration as YAML, keys in the order of

@@ -447,7 +447,9 @@ func (d *Decoder) read(m *Message, hb *Heartbeat) (doc document, r Reason) {
 	case FormatKey:
 		return doc, ""
 	case FormatAvro:
-		if doc.avro, r = d.avro.decodeValue(m.Value); r != "" {
+		// A copy: handed to the Avro library, the value would escape, and
+		// with it every Message's buffers on the native path too.
+		if doc.avro, r = d.avro.decodeValue(append([]byte(nil), m.Value...)); r != "" {
 			return doc, r
 		}
 	default:

@@ -1,6 +1,9 @@
 package decode
 
-import "math"
+import (
+	"math"
+	"strconv"
+)
 
 // Times by magnitude (the README's "Real sources"): a numeric time below
 // 10^11 is seconds (fractions allowed), below 10^14 milliseconds, below
@@ -135,3 +138,9 @@ func stringMs(s []byte) (int64, bool) {
 	}
 	return numberMs(s, flags)
 }
+
+func strconvInt(n int64) string { return strconv.FormatInt(n, 10) }
+
+// strconvFloat writes x as a JSON number (never NaN or Inf: those are
+// written as text that does not parse, which the field rules refuse).
+func strconvFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }

@@ -75,7 +75,7 @@ func (in *Ingest) batcher(ctx context.Context, chunks <-chan chunk, free chan *p
 			}
 		}
 		b := q.take(size)
-		p.decodeAsync(b)
+		p.decodeAsync(ctx, b)
 		b.reuse()
 		select {
 		case decoding <- p:
@@ -101,6 +101,9 @@ func sequence(ctx context.Context, decoding <-chan *processor, prepared chan<- *
 		case <-p.decoded:
 		case <-ctx.Done():
 			return
+		}
+		if p.abandoned {
+			return // the generation ended while it waited for the schema registry
 		}
 		p.coalesce()
 		select {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/flatline-dev/flatline/decode"
+	"github.com/flatline-dev/flatline/decode/avro"
 )
 
 // Config is the ingest section of the configuration.
@@ -20,6 +21,8 @@ type Config struct {
 	// PayloadEncoding is how that payload is written: json or base64-json.
 	// Default: json.
 	PayloadEncoding decode.PayloadEncoding `config:"payload_encoding"`
+	// SchemaRegistry is where format avro finds its schemas.
+	SchemaRegistry avro.Config `config:"schema_registry"`
 	// BatchSize is the most messages written to Redis in one round trip.
 	// Default: 4096.
 	BatchSize int `config:"batch_size"`
@@ -51,6 +54,7 @@ func DefaultConfig() Config {
 		Format:          decode.FormatJSON,
 		From:            decode.DefaultFrom(),
 		PayloadEncoding: decode.PayloadJSON,
+		SchemaRegistry:  avro.DefaultConfig(),
 		BatchSize:       4096,
 		BatchWait:       0,
 		MaxSkew:         500 * time.Millisecond,
@@ -61,7 +65,14 @@ func DefaultConfig() Config {
 
 // Validate checks the section; errors name the offending key.
 func (c Config) Validate() error {
-	if err := c.decoderConfig().Validate(); err != nil {
+	dc := c.decoderConfig()
+	if c.Format == decode.FormatAvro {
+		if err := c.SchemaRegistry.Validate("ingest.schema_registry"); err != nil {
+			return err
+		}
+		dc.Avro = &decode.Avro{} // stands for the registry New connects to
+	}
+	if err := dc.Validate(); err != nil {
 		return err
 	}
 	if c.BatchSize < 1 || c.BatchSize > 100000 {

@@ -201,7 +201,7 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	}
 	for len(recs) > 0 || r.next < res.NextOffset {
 		n := min(len(recs), chunkMax)
-		sl := copyRecords(recs[:n], arrived, r.in.dec.ReadsHeaders())
+		sl := copyRecords(recs[:n], arrived, r.in.headers)
 		c := chunk{partition: r.partition, msgs: sl.recs, slab: sl, next: res.NextOffset, sentMs: sentMs, answered: answered}
 		recs = recs[n:]
 		if len(recs) > 0 {

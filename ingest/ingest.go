@@ -62,6 +62,10 @@ type Ingest struct {
 	cfg  Config
 	opts Options
 	dec  *decode.Decoder
+	avro *decode.Avro // format avro's registry client; nil otherwise
+	// headers is set when the decoder reads record headers: only then do
+	// the readers copy them.
+	headers bool
 	dlq  *kafka.Writer
 	// dlqRoom is how many bytes of key and value one dead letter may carry
 	// so that it fits the dead-letter topic's max.message.bytes (set by Run
@@ -91,14 +95,23 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 	in := &Ingest{cfg: cfg, opts: opts, writeRedis: (*processor).writeRedis}
 	dc := cfg.decoderConfig()
 	dc.Timeouts = opts.Policy.Config()
+	if cfg.Format == decode.FormatAvro {
+		a, err := decode.NewAvro(cfg.SchemaRegistry)
+		if err != nil {
+			return nil, err
+		}
+		in.avro, dc.Avro = a, a
+	}
 	dec, err := decode.NewDecoder(dc)
 	if err != nil {
+		in.closeAvro()
 		return nil, err
 	}
-	in.dec = dec
+	in.dec, in.headers = dec, dec.ReadsHeaders()
 	if opts.Kafka.DeadLetterTopic != "" {
 		tr, err := opts.Kafka.Transport()
 		if err != nil {
+			in.closeAvro()
 			return nil, err
 		}
 		in.dlq = &kafka.Writer{
@@ -111,9 +124,25 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 	return in, nil
 }
 
-// Close releases the dead-letter writer, and its Transport: a Writer
-// closes only a Transport it made itself.
+// SchemaRegistryHealthy is nil, or why format avro's schema registry
+// cannot be reached: ingest holds meanwhile (for /readyz).
+func (in *Ingest) SchemaRegistryHealthy() error {
+	if in.avro == nil {
+		return nil
+	}
+	return in.avro.Healthy()
+}
+
+func (in *Ingest) closeAvro() {
+	if in.avro != nil {
+		in.avro.Close()
+	}
+}
+
+// Close releases the dead-letter writer, and its Transport (a Writer
+// closes only a Transport it made itself), and the schema registry's client.
 func (in *Ingest) Close() error {
+	in.closeAvro()
 	if in.dlq == nil {
 		return nil
 	}

@@ -1,10 +1,13 @@
 package ingest
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/flatline-dev/flatline/decode"
 	"github.com/flatline-dev/flatline/internal/kfetch"
+	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -33,7 +36,7 @@ func (p *processor) prepare(chunks []chunk, order []uint16) {
 // decodeAsync decodes batch b (see decode) on a goroutine of its own, which
 // then lets go of b's chunks and signals p.decoded. b is copied: the
 // batcher reuses it at once.
-func (p *processor) decodeAsync(b *batch) {
+func (p *processor) decodeAsync(ctx context.Context, b *batch) {
 	p.job.chunks = append(p.job.chunks[:0], b.chunks...)
 	p.job.order = append(p.job.order[:0], b.order...)
 	p.answered = time.Time{}
@@ -43,6 +46,7 @@ func (p *processor) decodeAsync(b *batch) {
 		}
 	}
 	go func() {
+		p.ctx = ctx
 		p.decode(p.job.chunks, p.job.order)
 		for _, c := range p.job.chunks {
 			c.slab.release()
@@ -71,6 +75,9 @@ func (p *processor) decode(chunks []chunk, order []uint16) {
 			p.wms[c.partition] = ts
 		}
 		p.prepareOne(c.partition, msg)
+		if p.abandoned {
+			return
+		}
 	}
 	for _, c := range chunks {
 		// A partition's chunks come in offset order: the last one's next
@@ -103,6 +110,11 @@ func (p *processor) prepareOne(partition int, msg *kfetch.Record) {
 	m := in.opts.Metrics
 	p.msg = decode.Message{Key: msg.Key, Value: msg.Value, Headers: msg.Headers, Time: msg.Time}
 	reason, ok := in.dec.Decode(&p.msg, &p.hb)
+	if reason == decode.Retry {
+		if reason, ok = p.decodeAgain(); p.abandoned {
+			return
+		}
+	}
 	if !ok {
 		m.Invalid.WithLabelValues(string(reason)).Inc()
 		p.deadLetter(partition, msg, reason)
@@ -176,5 +188,34 @@ func (p *processor) countFallbacks() {
 	}
 	if p.hb.UnknownClass {
 		m.Fallbacks.WithLabelValues("unknown_class").Inc()
+	}
+}
+
+// decodeAgain decodes the current record until it can be read (format
+// avro's registry answers again), with backoff: an outage of the registry
+// holds the batch, and so ingest, without skipping or dead-lettering
+// anything. When the generation ends first the batch is abandoned: its
+// processor is never handed to the writer (sequence), so nothing of it is
+// written or committed.
+func (p *processor) decodeAgain() (decode.Reason, bool) {
+	b := retry.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	if p.ctx == nil {
+		p.ctx = context.Background() // prepare, called without a generation
+	}
+	for {
+		p.in.opts.Metrics.IngestErrors.Inc()
+		err := p.in.SchemaRegistryHealthy()
+		if err == nil {
+			err = errors.New("schema registry unavailable")
+		}
+		p.outage.Failed(err, "target", "schema registry")
+		if !retry.Sleep(p.ctx, b.Next()) {
+			p.abandoned = true
+			return "", false
+		}
+		if reason, ok := p.in.dec.Decode(&p.msg, &p.hb); reason != decode.Retry {
+			p.outage.Succeeded("target", "schema registry")
+			return reason, ok
+		}
 	}
 }

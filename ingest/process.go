@@ -41,6 +41,10 @@ type processor struct {
 	// (see decodeAsync), and decoded says when it is done.
 	job     batch
 	decoded chan struct{}
+	// ctx is the generation's, for decodeAgain; abandoned is set when it
+	// ended while the batch waited for the schema registry.
+	ctx       context.Context
+	abandoned bool
 	// answered is the earliest fetch answer among the batch's chunks with
 	// records (zero if none).
 	answered time.Time
@@ -71,6 +75,7 @@ func newProcessors(in *Ingest, n int) []*processor {
 func (p *processor) written() (map[int]int64, map[int]int64) { return p.offsets, p.wms }
 
 func (p *processor) reset() {
+	p.abandoned = false
 	clear(p.latest)
 	clear(p.entries)
 	p.entries = p.entries[:0]

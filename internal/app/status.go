@@ -12,13 +12,20 @@ import (
 )
 
 // ready answers /readyz: the instance can serve when Redis answers, the
-// layout is loaded and Kafka answers, whatever roles it runs.
+// layout is loaded, the schema registry answers (format avro) and Kafka
+// answers, whatever roles it runs.
 func (a *App) ready(ctx context.Context) error {
 	if err := a.Store.Ping(ctx); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
 	if a.Watcher.Current().Count == 0 {
 		return errors.New("layout not loaded")
+	}
+	if a.Ingest != nil {
+		// Format avro: ingest holds while the registry cannot be reached.
+		if err := a.Ingest.SchemaRegistryHealthy(); err != nil {
+			return err
+		}
 	}
 	return checkKafka(ctx, a.kafka, a.cfg)
 }
