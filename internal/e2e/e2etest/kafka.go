@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // NewWriter is a producer keyed like any Kafka client (murmur2) that hands
@@ -28,6 +29,24 @@ func Produce(t testing.TB, brokers []string, topic string, msgs ...kafka.Message
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
+// ProduceRecords writes recs to topic with franz-go's client (an
+// independent producer), keys partitioned by murmur2, and waits until every
+// record is acknowledged.
+func ProduceRecords(t testing.TB, brokers []string, topic string, recs ...*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("produce to %s: %v", topic, err)
 	}
 }
