@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flatline-dev/flatline/internal/demo"
 	"github.com/flatline-dev/flatline/internal/simulate"
 )
 
@@ -66,6 +67,14 @@ func (o *simulateOptions) run(ctx context.Context, r *rootOptions, out io.Writer
 	cfg, err := r.load(nil)
 	if err != nil {
 		return err
+	}
+	if o.Shape == simulate.ShapeAvro {
+		enc, closeReg, err := demo.AvroEncoder(ctx, cfg.Ingest.SchemaRegistry, cfg.Kafka.SignalsTopic)
+		if err != nil {
+			return err
+		}
+		defer closeReg()
+		o.Avro = enc
 	}
 	st, err := simulate.Run(ctx, cfg.Kafka, o.Config, func(s simulate.Stats) {
 		fmt.Fprintf(out, "sent %d heartbeats, %d errors, %d devices silent\n", s.Sent, s.Errors, len(s.Silenced))

@@ -14,6 +14,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/metrics"
+	"github.com/flatline-dev/flatline/internal/schemareg"
 	"github.com/flatline-dev/flatline/internal/simulate"
 )
 
@@ -71,6 +72,22 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 	cfg.Timeouts.Default = o.Timeout
 	cfg.HTTP.Addr = freeAddr(o.HTTPAddr)
 	shapeIngest(o.Shape, &cfg.Ingest)
+	var avroEnc simulate.AvroEncoder
+	if o.Shape == simulate.ShapeAvro {
+		// A schema registry in the process, as the embedded Kafka.
+		srv, err := schemareg.Start("127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("schema registry for dev: %w", err)
+		}
+		defer srv.Close()
+		cfg.Ingest.SchemaRegistry.URL = srv.URL()
+		enc, closeReg, err := AvroEncoder(ctx, cfg.Ingest.SchemaRegistry, cfg.Kafka.SignalsTopic)
+		if err != nil {
+			return err
+		}
+		defer closeReg()
+		avroEnc = enc
+	}
 	cfg.Log.Level = "warn"
 	if logLevel != "" {
 		cfg.Log.Level = logLevel
@@ -93,6 +110,9 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 	if o.Shape != "" && o.Shape != simulate.ShapeNative {
 		fmt.Fprintf(out, "  shape: %s, read with ingest.format %s, ingest.from %+v, ingest.payload %q\n",
 			o.Shape, cfg.Ingest.Format, cfg.Ingest.From, cfg.Ingest.Payload)
+		if o.Shape == simulate.ShapeAvro {
+			fmt.Fprintf(out, "  schema registry: %s (in the process)\n", cfg.Ingest.SchemaRegistry.URL)
+		}
 	}
 	fmt.Fprintln(out)
 
@@ -102,7 +122,7 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 	go func() {
 		_, err := simulate.Run(ctx, cfg.Kafka, simulate.Config{
 			Devices: o.Devices, Interval: o.Interval, Silent: o.Silent, SilentAfter: time.Minute, Prefix: "dev-",
-			Shape: o.Shape,
+			Shape: o.Shape, Avro: avroEnc,
 		}, nil)
 		simErr <- err
 	}()

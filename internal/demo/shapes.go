@@ -1,7 +1,12 @@
 package demo
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/flatline-dev/flatline/decode"
+	"github.com/flatline-dev/flatline/decode/avro"
 	"github.com/flatline-dev/flatline/ingest"
 	"github.com/flatline-dev/flatline/internal/simulate"
 )
@@ -28,4 +33,30 @@ func shapeIngest(shape simulate.Shape, c *ingest.Config) {
 	case simulate.ShapeAvro:
 		c.Format = decode.FormatAvro
 	}
+}
+
+// AvroEncoder registers the demo's heartbeat schema with the registry cfg
+// names, under the signals topic's value subject, and returns the encoder
+// the simulated fleet writes Avro heartbeats with, and the registry client
+// to close when the fleet stops.
+func AvroEncoder(ctx context.Context, cfg avro.Config, signalsTopic string) (simulate.AvroEncoder, func(), error) {
+	reg, err := avro.NewRegistry(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	enc, err := reg.HeartbeatEncoder(ctx, signalsTopic+"-value")
+	if err != nil {
+		reg.Close()
+		return nil, nil, fmt.Errorf("shape avro: %w", err)
+	}
+	return func(id, class string, tsMs, timeoutMs int64) ([]byte, error) {
+		h := avro.Heartbeat{DeviceID: id, TS: time.UnixMilli(tsMs), Meta: avro.HeartbeatMeta{Site: "demo"}}
+		if class != "" {
+			h.Class = &class
+		}
+		if timeoutMs > 0 {
+			h.TimeoutMs = &timeoutMs
+		}
+		return enc(h)
+	}, reg.Close, nil
 }

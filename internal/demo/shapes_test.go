@@ -37,7 +37,7 @@ var trackedRe = regexp.MustCompile(`tracked +(\d+)`)
 // shape X and configures flatline to read it, so the fleet is tracked (a
 // shape read wrongly would dead-letter every heartbeat and track none).
 func TestDevReadsEveryShape(t *testing.T) {
-	for _, shape := range []simulate.Shape{simulate.ShapeEMQX5, simulate.ShapeEMQX4, simulate.ShapeMQTTTopic, simulate.ShapeAzure} {
+	for _, shape := range []simulate.Shape{simulate.ShapeEMQX5, simulate.ShapeEMQX4, simulate.ShapeMQTTTopic, simulate.ShapeAzure, simulate.ShapeAvro} {
 		t.Run(string(shape), func(t *testing.T) {
 			t.Parallel()
 			var out, errOut syncBuffer
