@@ -19,7 +19,7 @@ type avroRig struct {
 	enc func(avro.Heartbeat) []byte
 }
 
-func newAvroRig(t *testing.T) *avroRig {
+func newAvroRig(t testing.TB) *avroRig {
 	t.Helper()
 	srv, err := schemareg.Start("127.0.0.1:0")
 	if err != nil {
@@ -43,7 +43,7 @@ func newAvroRig(t *testing.T) *avroRig {
 	}}
 }
 
-func (r *avroRig) decoder(t *testing.T, from From) *Decoder {
+func (r *avroRig) decoder(t testing.TB, from From) *Decoder {
 	t.Helper()
 	cfg := avro.DefaultConfig()
 	cfg.URL = r.srv.URL()
@@ -137,4 +137,9 @@ func TestDecodeAvroRegistryDown(t *testing.T) {
 	if err := d.avro.Healthy(); err != nil {
 		t.Errorf("registry back: Healthy = %v", err)
 	}
+}
+
+// avroHeartbeat is a heartbeat of id with every field set.
+func avroHeartbeat(id string) avro.Heartbeat {
+	return avro.Heartbeat{DeviceID: id, TS: time.UnixMilli(testKafkaMs), Class: ptr("sensor"), Meta: avro.HeartbeatMeta{Site: "s-1"}}
 }

@@ -68,3 +68,54 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDecodeShapes measures the shapes of the README's "Real
+// sources", one Decoder and one Heartbeat reused as ingest does.
+//
+//	go test -run '^$' -bench DecodeShapes -benchmem ./decode
+func BenchmarkDecodeShapes(b *testing.B) {
+	kt := time.UnixMilli(testKafkaMs)
+	cases := []struct {
+		name  string
+		shape func(*Config)
+		msg   Message
+	}{
+		{"native", shapeNative, Message{Key: []byte("d-42"), Value: []byte(`{"device_id":"d-42","ts":1763683200000,"class":"sensor"}`)}},
+		{"emqx5", shapeEMQX5, Message{Value: []byte(emqx5("d-42", `{"ts":1763683200000,"class":"sensor","temp":21.5}`))}},
+		{"emqx4", shapeEMQX4, Message{Value: []byte(emqx4("d-42", `{"ts":1763683200000,"class":"sensor","temp":21.5}`))}},
+		{"mqtt-topic", shapeMQTTTopic, Message{Key: []byte("devices/d-42/up"), Value: []byte("\x02\x11raw")}},
+		{"azure", shapeAzure, Message{Value: []byte(`{"temp":21.5}`), Headers: headers(
+			[]byte("iothub-connection-device-id"), AMQPString("d-42"), []byte("iothub-enqueuedtime"), AMQPTimestamp(testKafkaMs))}},
+		{"nested", shapeNested, Message{Value: []byte(`{"meta":{"device":{"id":"d-42","class":"sensor"},"time":1763683200}}`)}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := testConfig()
+			c.shape(&cfg)
+			d := mustNewDecoder(cfg)
+			msg := c.msg
+			msg.Time = kt
+			var hb Heartbeat
+			if r, ok := d.Decode(&msg, &hb); !ok {
+				b.Fatalf("benchmark message is invalid: %s", r)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				d.Decode(&msg, &hb)
+			}
+		})
+	}
+	b.Run("avro", func(b *testing.B) {
+		r := newAvroRig(b)
+		d := r.decoder(b, DefaultFrom())
+		msg := Message{Key: []byte("d-42"), Value: r.enc(avroHeartbeat("d-42")), Time: kt}
+		var hb Heartbeat
+		if reason, ok := d.Decode(&msg, &hb); !ok {
+			b.Fatalf("benchmark message is invalid: %s", reason)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			d.Decode(&msg, &hb)
+		}
+	})
+}
