@@ -326,8 +326,16 @@ func TestBadInput(t *testing.T) {
 	// A metric per reason, equal to what was sent.
 	m := inst.Metrics
 	for _, r := range decode.AllReasons {
-		if r == decode.ReasonUnknownClass {
+		switch r {
+		case decode.ReasonUnknownClass:
 			continue // only with strict_classes: checked below
+		case decode.ReasonNoDeviceID, decode.ReasonBadPayload, decode.ReasonUnknownSchema:
+			// Only where ingest.from reads another shape: TestShapes and
+			// TestAvroShape (internal/e2e/pipeline) dead-letter them.
+			if got := testutil.ToFloat64(m.Invalid.WithLabelValues(string(r))); got != 0 {
+				t.Errorf("flatline_heartbeats_invalid_total{reason=%q} = %v on the native shape", r, got)
+			}
+			continue
 		}
 		if wantReasons[r] == 0 {
 			t.Errorf("the corpus has no %s message", r)
