@@ -22,7 +22,7 @@ import (
 // produce requests: no record object, key copy, value or callback
 // allocated per heartbeat, as kgo's producer needs, and every collection
 // of the bench process slows the broker flatline reads from
-// (docs/performance.md, "History").
+// (docs/performance-history.md).
 // Keys are partitioned with murmur2 as kgo's and Java's producers do, so a
 // device stays on one partition, in order.
 type rateProducer struct {
