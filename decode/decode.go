@@ -350,6 +350,17 @@ func (d *Decoder) Decode(m *Message, hb *Heartbeat) (reason Reason, ok bool) {
 		}
 		id = m.Key
 	case srcKeyRegex:
+		if seg := idSrc.seg; seg != nil {
+			start, end, ok := seg.match(m.Key)
+			if !ok {
+				return ReasonNoDeviceID, false
+			}
+			id = m.Key[start:end]
+			if r := checkID(id, ReasonNoDeviceID); r != "" {
+				return r, false
+			}
+			break
+		}
 		// On a copy: regexp keeps its input in pooled state, so the key
 		// itself would escape, and with it every Message's buffers.
 		b := hb.buf()

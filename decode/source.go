@@ -59,6 +59,7 @@ type source struct {
 	path   []string       // value:, payload:
 	header string         // header:
 	re     *regexp.Regexp // key:<regex>
+	seg    *segmentMatch  // key:<regex> of the common form, matched without regexp
 }
 
 // fromValue reports whether the field is read from the value or the payload.
@@ -99,7 +100,7 @@ func parseSource(f field, expr string) (source, error) {
 		if re.NumSubexp() < 1 {
 			return s, fmt.Errorf("%s: %q: the regex needs a capture group, e.g. key:^devices/([^/]+)/", key, expr)
 		}
-		s.kind, s.re = srcKeyRegex, re
+		s.kind, s.re, s.seg = srcKeyRegex, re, compileSegment(arg)
 	case hasArg && prefix == "header":
 		if arg == "" {
 			return s, fmt.Errorf("%s: %q: header: needs a header name", key, expr)
