@@ -81,7 +81,10 @@ func (l *redisLink) attempt(ctx context.Context, target string, fn func(context.
 	actx, cancel := l.begin(ctx)
 	defer cancel()
 	err := fn(actx)
-	l.end(target, err)
+	// Cut short by its caller (the generation ended) before its own
+	// deadline: Redis had no say, or none that came back.
+	dl, _ := actx.Deadline()
+	l.end(target, err, err != nil && ctx.Err() != nil && (dl.IsZero() || l.now().Before(dl)))
 	return err
 }
 
@@ -121,7 +124,9 @@ func (l *redisLink) begin(ctx context.Context) (context.Context, context.CancelF
 	return context.WithDeadline(ctx, l.deadline(l.unanswered))
 }
 
-func (l *redisLink) end(target string, err error) {
+// end records how a call begun with begin ended: err, and whether its
+// caller cut it short (which says nothing of Redis).
+func (l *redisLink) end(target string, err error, cutShort bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pending--
@@ -134,10 +139,9 @@ func (l *redisLink) end(target string, err error) {
 				"after", now.Sub(l.failing).Round(time.Millisecond), "failures", l.failures)
 			l.failing, l.failures, l.errLogged, l.lastErr = time.Time{}, 0, false, nil
 		}
-	case errors.Is(err, context.Canceled):
-		// The caller gave up before Redis had its say (the generation
-		// ended): this says nothing of Redis. A spell that only this call
-		// started ends with it.
+	case cutShort:
+		// The caller gave up before Redis had its say: this says nothing
+		// of Redis. A spell that only this call started ends with it.
 		if l.pending == 0 && !l.silent {
 			l.unanswered = time.Time{}
 		}

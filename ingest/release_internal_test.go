@@ -66,7 +66,7 @@ func TestRedisLinkSpells(t *testing.T) {
 		t.Fatalf("%d WARN lines for a call waiting 1.1s, want 1:\n%s", n, logs)
 	}
 	now = start.Add(5 * time.Second)
-	l.end("deadlines", fmt.Errorf("write deadlines: %w", context.DeadlineExceeded))
+	l.end("deadlines", fmt.Errorf("write deadlines: %w", context.DeadlineExceeded), false)
 	if !strings.Contains(logs.String(), `msg="ingest paused: redis write failed, retrying without committing" target=deadlines err="write deadlines: context deadline exceeded"`) {
 		t.Fatalf("the first failure not logged with its error:\n%s", logs)
 	}
@@ -79,7 +79,7 @@ func TestRedisLinkSpells(t *testing.T) {
 			t.Errorf("a call begun past release_after has %v, want %v", dl.Sub(now), minAttempt)
 		}
 		cancel()
-		l.end("deadlines", refused)
+		l.end("deadlines", refused, false)
 	}
 	if st := l.unansweredFor(); st.unanswered != 7*time.Second || !st.current || !errors.Is(st.err, syscall.ECONNREFUSED) {
 		t.Errorf("link %+v, want unanswered for 7s, current, connection refused", st)
@@ -94,7 +94,7 @@ func TestRedisLinkSpells(t *testing.T) {
 	now = start.Add(15 * time.Second)
 	_, cancel = l.begin(context.Background())
 	cancel()
-	l.end("deadlines", refused)
+	l.end("deadlines", refused, false)
 	if n := strings.Count(logs.String(), "redis writes still failing"); n != 1 {
 		t.Errorf("%d \"still failing\" lines 15s into the failures, want 1:\n%s", n, logs)
 	}
@@ -103,7 +103,7 @@ func TestRedisLinkSpells(t *testing.T) {
 	for _, err := range []error{replyErr("OOM command not allowed when used memory > 'maxmemory'"), fmt.Errorf("write: %w", shard.ErrNotReplicated)} {
 		_, cancel := l.begin(context.Background())
 		cancel()
-		l.end("deadlines", err)
+		l.end("deadlines", err, false)
 		if d := l.unansweredFor().unanswered; d != 0 {
 			t.Errorf("after %q: unanswered for %v, want 0", err, d)
 		}
@@ -116,17 +116,17 @@ func TestRedisLinkSpells(t *testing.T) {
 	_, cancel = l.begin(context.Background())
 	cancel()
 	now = now.Add(time.Second)
-	l.end("deadlines", context.Canceled)
+	l.end("deadlines", context.Canceled, true)
 	if d := l.unansweredFor().unanswered; d != 0 {
 		t.Errorf("after a cancelled call alone: unanswered for %v, want 0", d)
 	}
 	_, cancel = l.begin(context.Background())
 	cancel()
-	l.end("deadlines", refused)
+	l.end("deadlines", refused, false)
 	_, cancel = l.begin(context.Background())
 	cancel()
 	now = now.Add(time.Second)
-	l.end("deadlines", context.Canceled)
+	l.end("deadlines", context.Canceled, true)
 	if d := l.unansweredFor().unanswered; d != time.Second {
 		t.Errorf("after a refusal and a cancelled call: unanswered for %v, want 1s", d)
 	}
@@ -153,7 +153,7 @@ func TestRedisLinkAnswerRestartsTheSpellOfCallsUnderWay(t *testing.T) {
 	_, c2 := l.begin(context.Background())
 	defer c2()
 	now = now.Add(time.Second)
-	l.end("deadlines", nil)
+	l.end("deadlines", nil, false)
 	now = now.Add(3 * time.Second)
 	if d := l.unansweredFor().unanswered; d != 3*time.Second {
 		t.Errorf("unanswered for %v, want 3s since the last answer", d)
@@ -236,7 +236,7 @@ func TestWatchLinkLeavesOnlyForACurrentSpell(t *testing.T) {
 	fail := func() {
 		_, cancel := l.begin(context.Background())
 		cancel()
-		l.end("deadlines", fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED))
+		l.end("deadlines", fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED), false)
 	}
 
 	fail()
@@ -262,5 +262,35 @@ func TestWatchLinkLeavesOnlyForACurrentSpell(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "leaving the consumer group") {
 		t.Errorf("leaving not logged:\n%s", logs)
+	}
+}
+
+// A call its caller cuts short (the generation ends: kafka-go's context
+// reports its own error) says nothing of Redis: no WARN, no spell; one
+// that ran to its own deadline meanwhile got no answer, whatever its
+// caller did.
+func TestRedisLinkIgnoresCallsCutShortByTheirCaller(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_800_000_000_000)
+	l, logs := linkAt(&now, 5*time.Second)
+	ended := errors.New("consumer group generation has ended")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ended)
+	err := l.attempt(ctx, "deadlines", func(ctx context.Context) error {
+		<-ctx.Done()
+		return fmt.Errorf("write deadlines: %w", context.Cause(ctx))
+	})
+	if !errors.Is(err, ended) {
+		t.Fatalf("attempt returned %v", err)
+	}
+	if st := l.unansweredFor(); st.unanswered != 0 || strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("a call cut short by its caller: link %+v, log:\n%s", st, logs)
+	}
+	err = l.attempt(ctx, "deadlines", func(ctx context.Context) error {
+		now = now.Add(5 * time.Second) // Redis kept it to its deadline
+		return fmt.Errorf("write deadlines: %w", context.DeadlineExceeded)
+	})
+	if st := l.unansweredFor(); st.unanswered != 5*time.Second || !strings.Contains(logs.String(), "ingest paused: redis write failed") {
+		t.Errorf("a call that ran to its deadline (%v): link %+v, log:\n%s", err, st, logs)
 	}
 }
