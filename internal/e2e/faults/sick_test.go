@@ -101,13 +101,15 @@ func sickInstance(t *testing.T, cut func(*testenv.LinkProxy)) {
 	e2etest.Eventually(t, 30*time.Second, "every instance reading partitions and scanning its share of the shards", balanced)
 	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, sc.Partitions)
 
-	// Silences whose deadlines fall from 2 s before the cut to 5 s after it.
+	// Silences whose deadlines fall from 1 s before the cut to 5 s after
+	// it; the first falls silent once every device beat.
 	start := time.Now()
-	cutAt := start.Add(5 * time.Second)
+	cutAt := start.Add(6 * time.Second)
 	healAt := cutAt.Add(sickCut)
-	silentFrom := cutAt.Add(-sc.Timeout - 2*time.Second)
+	silentFrom := cutAt.Add(-sc.Timeout - time.Second)
 	f := e2etest.StartFleet(t, e.Kafka.Brokers(), e2etest.IDs("sick-", sc.Devices), sc.Interval,
 		e2etest.SilentSchedule(rng, sc.Devices, sc.Silent, silentFrom, healAt.Add(5*time.Second-sc.Timeout)))
+	e2etest.Eventually(t, time.Until(silentFrom), "the fleet's first round", func() bool { return f.Rounds() > 0 })
 
 	var firstWarn time.Time
 	var warnMu sync.Mutex
@@ -209,7 +211,9 @@ func sickInstance(t *testing.T, cut func(*testenv.LinkProxy)) {
 		}
 	}
 	var tookMax time.Duration
+	var body string
 	for _, s := range inCut {
+		body = s.body
 		tookMax = max(tookMax, s.took)
 		if s.status != http.StatusServiceUnavailable || !strings.Contains(s.body, "redis: ") || s.took > sickReadyWithin {
 			t.Errorf("/readyz %v into the cut: %d %q after %v, want 503 naming redis within %v",
@@ -237,11 +241,11 @@ func sickInstance(t *testing.T, cut func(*testenv.LinkProxy)) {
 
 	t.Logf("cut %v: first WARN %v in; out of the group %v in, its partitions read by the others %v in; "+
 		"lateness of the %d timeouts due during the cut %s (the %d others %s); "+
-		"/readyz in the first %v: %v; from then on %d answers, all 503, the slowest %v; "+
+		"/readyz in the first %v: %v; from then on %d answers, all 503, the slowest %v, the last %q; "+
 		"link back: rejoined %v later, shards spread again %v later, /readyz 200 %v later; %v",
 		sickCut, warnAfter.Round(time.Millisecond), released.Round(time.Millisecond), takeover.Round(time.Millisecond),
 		len(during), e2etest.Spread(during), len(outside), e2etest.Spread(outside),
-		sickReadyFrom, early, len(inCut), tookMax.Round(time.Millisecond),
+		sickReadyFrom, early, len(inCut), tookMax.Round(time.Millisecond), body,
 		rejoined.Round(time.Millisecond), (rejoined + rebalanced).Round(time.Millisecond), (rejoined + rebalanced + readyAgain).Round(time.Millisecond), v)
 }
 
