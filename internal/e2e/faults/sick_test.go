@@ -170,6 +170,14 @@ func sickInstance(t *testing.T, cut func(*testenv.LinkProxy)) {
 		return len(samples) > 0 && samples[len(samples)-1].status == http.StatusOK
 	})
 	stopPolling()
+	// The instances that reach Redis never took a rebalance for a fault.
+	for _, in := range well {
+		for _, line := range []string{"ingest paused", "leaving the consumer group"} {
+			if n := in.Log.Count(line); n > 0 {
+				t.Errorf("%s logged %q %d times, reaching Redis all along", in.ID(), line, n)
+			}
+		}
+	}
 
 	v := f.Finish(t, events, 60*time.Second, sc.Want(e2etest.AtLeastOnce), insts...)
 
