@@ -132,6 +132,12 @@ func (c *Config) Validate() error {
 	if c.Storm.StallAfter >= c.Timeouts.Min {
 		return fmt.Errorf("storm.stall_after: must be below timeouts.min (%s), got %s", c.Timeouts.Min, c.Storm.StallAfter)
 	}
+	// A write waiting for its replicas is an answer only once WAIT
+	// returned: a write that may wait that long must not count as one
+	// Redis never answered.
+	if c.Redis.WaitReplicas > 0 && c.Ingest.ReleaseAfter != 0 && c.Ingest.ReleaseAfter <= c.Redis.WaitTimeout {
+		return fmt.Errorf("ingest.release_after: must be longer than redis.wait_timeout (%s) when redis.wait_replicas is set, got %s", c.Redis.WaitTimeout, c.Ingest.ReleaseAfter)
+	}
 	if err := c.validateRoles(); err != nil {
 		return err
 	}

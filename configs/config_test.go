@@ -374,6 +374,8 @@ func TestLoadErrors(t *testing.T) {
 		// Rules across sections and the top-level keys.
 		{name: "skew not below min", yaml: "ingest:\n  max_skew: 1s\n", want: []string{`ingest.max_skew: must be below timeouts.min (1s), got 1s`}},
 		{name: "min below skew", env: []string{"FLATLINE_TIMEOUTS_MIN=200ms"}, want: []string{`ingest.max_skew: must be below timeouts.min (200ms), got 500ms`}},
+		{name: "release_after too short", yaml: "ingest:\n  release_after: 10ms\n", want: []string{`ingest.release_after: must be 0 (never leave the consumer group) or within [1s, 10m], got 10ms`}},
+		{name: "release_after within WAIT", env: []string{"FLATLINE_REDIS_WAIT_REPLICAS=1", "FLATLINE_REDIS_WAIT_TIMEOUT=5s"}, want: []string{`ingest.release_after: must be longer than redis.wait_timeout (5s) when redis.wait_replicas is set, got 5s`}},
 		{name: "no roles", yaml: "roles: []\n", want: []string{`roles: name at least one of ingest, scanner`}},
 		{name: "unknown role", env: []string{"FLATLINE_ROLES=ingest,dispatch"}, want: []string{`roles: unknown role "dispatch", want ingest or scanner (from environment variable FLATLINE_ROLES)`}},
 		{name: "duplicate role", yaml: "roles: [scanner, scanner]\n", want: []string{`roles: "scanner" listed twice`}},

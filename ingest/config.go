@@ -46,6 +46,12 @@ type Config struct {
 	// of its partitions: once everything below a probe's mark is written,
 	// the partition's watermark moves to the probe's send time. Default: 10ms.
 	ProbeInterval time.Duration `config:"probe_interval"`
+	// ReleaseAfter is how long this instance's Redis writes may go without
+	// an answer (failing on the way to Redis, or timing out) before its
+	// ingest leaves the consumer group, so that instances that can write
+	// take its partitions over; it joins again once Redis answers. 0 never
+	// leaves. Default: 5s.
+	ReleaseAfter time.Duration `config:"release_after"`
 }
 
 // DefaultConfig returns the documented defaults.
@@ -60,6 +66,7 @@ func DefaultConfig() Config {
 		MaxSkew:         500 * time.Millisecond,
 		MaxValueBytes:   64 << 10,
 		ProbeInterval:   10 * time.Millisecond,
+		ReleaseAfter:    5 * time.Second,
 	}
 }
 
@@ -92,6 +99,9 @@ func (c Config) Validate() error {
 	}
 	if c.ProbeInterval < time.Millisecond || c.ProbeInterval > 10*time.Second {
 		return fmt.Errorf("ingest.probe_interval: must be within [1ms, 10s], got %s", c.ProbeInterval)
+	}
+	if c.ReleaseAfter != 0 && (c.ReleaseAfter < time.Second || c.ReleaseAfter > 10*time.Minute) {
+		return fmt.Errorf("ingest.release_after: must be 0 (never leave the consumer group) or within [1s, 10m], got %s", c.ReleaseAfter)
 	}
 	return nil
 }

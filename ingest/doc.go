@@ -40,6 +40,16 @@
 // stalls ingest without losing or skipping a message, and the scanners
 // never fire a deadline a pending message could still postpone.
 //
+// That pause must not become the fleet's: firing waits for the lowest
+// watermark, so an instance that keeps its partitions without writing them
+// holds every instance's timeouts. Every Redis call of a generation goes
+// through the instance's Redis link (release.go), which gives it a
+// deadline and logs the failures; once Redis has answered none of them
+// for ingest.release_after, Run leaves the consumer group, and the other
+// instances read its partitions from the committed offsets. It joins
+// again once Redis answers a ping, staying out a little longer each time
+// it has to leave again soon after.
+//
 // A generation ends when the group rebalances or Run's context ends; kafka-go
 // waits for all its goroutines before the next one starts. The writer waits
 // for the writes it has in Redis, and the commit loop commits once more, so

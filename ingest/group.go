@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,11 +15,38 @@ import (
 )
 
 // Run consumes until ctx is cancelled, joining generation after
-// generation of the consumer group.
+// generation of the consumer group. When Redis stops answering this
+// instance's writes for ingest.release_after, it leaves the group, so that
+// instances that can write take its partitions over, and joins again once
+// Redis answers (see redisLink).
 func (in *Ingest) Run(ctx context.Context) error {
+	in.link = newRedisLink(in.cfg.ReleaseAfter, in.opts.Log)
+	in.sizeDeadLetters(ctx)
+	stays := newStays(in.cfg.ReleaseAfter)
+	for {
+		left, err := in.member(ctx)
+		if err != nil || !left || ctx.Err() != nil {
+			return err
+		}
+		if !in.stayOut(ctx, stays.next(time.Now())) {
+			return nil
+		}
+		stays.rejoined = time.Now()
+	}
+}
+
+// member joins the consumer group and consumes until ctx ends (false) or
+// the Redis calls of its generations went unanswered for
+// ingest.release_after (true: watchLink). Either way it leaves the group:
+// kafka-go ends the generation, waits for its goroutines — each Redis call
+// of theirs ends by then (redisLink.attempt), and the commit loop commits
+// what was written, nothing more — and sends LeaveGroup, so the
+// partitions move to the other members at once, from the committed
+// offsets, rather than after the session timeout.
+func (in *Ingest) member(ctx context.Context) (bool, error) {
 	dialer, err := in.opts.Kafka.Dialer()
 	if err != nil {
-		return err
+		return false, err
 	}
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID: in.opts.Kafka.GroupID, Brokers: in.opts.Kafka.Brokers, Dialer: dialer,
@@ -32,8 +60,17 @@ func (in *Ingest) Run(ctx context.Context) error {
 		Logger:      kafka.LoggerFunc(func(string, ...any) {}),
 	})
 	if err != nil {
-		return fmt.Errorf("join consumer group %q: %w", in.opts.Kafka.GroupID, err)
+		return false, fmt.Errorf("join consumer group %q: %w", in.opts.Kafka.GroupID, err)
 	}
+	mctx, leave := context.WithCancel(ctx)
+	var left atomic.Bool
+	var watching sync.WaitGroup
+	watching.Go(func() {
+		if in.watchLink(mctx) {
+			left.Store(true)
+			leave()
+		}
+	})
 	// Each generation asks the brokers through a client of its own, whose
 	// Transport has no metadata cached from before a rebalance (partitions
 	// added to the topic are routed at once). kafka-go hands out the next
@@ -42,24 +79,31 @@ func (in *Ingest) Run(ctx context.Context) error {
 	// connections and metadata goroutine with it.
 	var genClient *kafka.Client
 	defer func() {
+		leave()
+		watching.Wait()
+		start := time.Now()
 		_ = group.Close()
 		kafkaconn.CloseClient(genClient)
+		in.owned.Store(nil)
+		if left.Load() {
+			in.opts.Log.Info("left the consumer group", "took", time.Since(start).Round(time.Millisecond))
+		}
 	}()
-	in.sizeDeadLetters(ctx)
 	unavailable := retry.Outage{Log: in.opts.Log, Down: "consumer group unavailable, retrying"}
 	// A steady pace, like kafka-go's own JoinGroupBackoff: the group is
 	// back as soon as the coordinator is.
 	rejoin := retry.Backoff{Min: groupRetry, Max: groupRetry}
 	for {
-		gen, err := retry.Value(ctx, rejoin, func(err error) { unavailable.Failed(err) }, func() (*kafka.Generation, error) {
-			return group.Next(ctx)
+		gen, err := retry.Value(mctx, rejoin, func(err error) { unavailable.Failed(err) }, func() (*kafka.Generation, error) {
+			return group.Next(mctx)
 		})
-		if err != nil || ctx.Err() != nil {
-			return nil // only the end of ctx ends the retries
+		if err != nil || mctx.Err() != nil {
+			// Only the end of mctx ends the retries.
+			return left.Load(), nil
 		}
 		unavailable.Succeeded()
 		kafkaconn.CloseClient(genClient)
-		genClient = in.runGeneration(ctx, gen)
+		genClient = in.runGeneration(mctx, gen)
 	}
 }
 
@@ -120,8 +164,14 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) *kaf
 			return // the generation ended first
 		}
 		unresolved.Succeeded()
-		guard, err := retry.Value(gctx, retry.Backoff{Min: 20 * time.Millisecond, Max: time.Second}, func(err error) { unresolved.Failed(err) },
-			func() (*stallGuard, error) { return in.loadStallGuard(gctx, parts) })
+		var guard *stallGuard
+		err = retry.Do(gctx, retry.Backoff{Min: 20 * time.Millisecond, Max: time.Second}, func(err error) { unresolved.Failed(err) },
+			func() error {
+				return in.link.attempt(gctx, "storm guard", func(ctx context.Context) (err error) {
+					guard, err = in.loadStallGuard(ctx, parts)
+					return err
+				})
+			})
 		if err != nil {
 			return // the generation ended first
 		}

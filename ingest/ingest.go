@@ -76,6 +76,8 @@ type Ingest struct {
 	writeRedis func(*processor, context.Context) error
 	// owned is the current generation's partitions (Owned).
 	owned atomic.Pointer[map[int]bool]
+	// link tracks whether Redis answers this instance's calls (set by Run).
+	link *redisLink
 }
 
 // Owned returns the signals partitions of the current consumer-group

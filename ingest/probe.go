@@ -78,7 +78,11 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
 		if err == nil {
 			in.probed(sent, resp.Topics[topic], pos, wms)
-			guard.probed(ctx, sent, in.opts.Now().UnixMilli(), highWaterMarks(resp.Topics[topic], hwms))
+			if guard != nil {
+				gctx, cancel := in.link.bounded(ctx)
+				guard.probed(gctx, sent, in.opts.Now().UnixMilli(), highWaterMarks(resp.Topics[topic], hwms))
+				cancel()
+			}
 		} else if ctx.Err() == nil {
 			in.opts.Log.Debug("probe high-water marks", "err", err)
 		}
@@ -107,7 +111,9 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		if in.opts.Raised != nil {
 			in.opts.Raised(wms)
 		}
-		if err := in.opts.Store.RaiseWatermarks(ctx, partitions, wms); err != nil {
+		if err := in.link.attempt(ctx, "watermarks", func(ctx context.Context) error {
+			return in.opts.Store.RaiseWatermarks(ctx, partitions, wms)
+		}); err != nil {
 			if ctx.Err() == nil {
 				in.opts.Log.Debug("raise watermarks", "err", err)
 			}
@@ -115,7 +121,11 @@ func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*
 		// The storm guard's own round trips to Redis (re-reading the
 		// stalls, saving what it learned) come last: they are bookkeeping,
 		// and must not hold this probe's watermarks back.
-		guard.maintain(ctx, sent)
+		if guard != nil {
+			gctx, cancel := in.link.bounded(ctx)
+			guard.maintain(gctx, sent)
+			cancel()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -138,7 +148,9 @@ type partitionCount struct {
 // the partitions appeared.
 func (in *Ingest) partitionsChanged(ctx context.Context, was, now int) {
 	in.opts.Log.Info("the signals topic's partition count changed; rejoining the consumer group", "was", was, "now", now)
-	if err := in.opts.Store.RaiseWatermarks(ctx, now, nil); err != nil && ctx.Err() == nil {
+	if err := in.link.attempt(ctx, "watermarks", func(ctx context.Context) error {
+		return in.opts.Store.RaiseWatermarks(ctx, now, nil)
+	}); err != nil && ctx.Err() == nil {
 		in.opts.Log.Warn("record the signals topic's partition count", "err", err)
 	}
 }

@@ -136,9 +136,26 @@ func (p *processor) finish(ctx context.Context) error {
 	return nil
 }
 
-// retryWrite runs the write fn until it succeeds or ctx ends, with backoff;
-// the generation's outage logs the first failure and the success after it.
-// Nothing is committed meanwhile, so the batch holds ingest back.
+// retryRedis runs the Redis write fn until it succeeds or ctx ends, with
+// backoff, each try under the instance's Redis link (redisLink.attempt),
+// which logs the failures and gives each try its deadline. Nothing is
+// committed meanwhile, so the batch holds ingest back.
+func (p *processor) retryRedis(ctx context.Context, fn func(context.Context) error) error {
+	err := retry.Do(ctx, retry.Backoff{Min: 20 * time.Millisecond, Max: time.Second}, func(error) {
+		p.in.opts.Metrics.IngestErrors.Inc()
+	}, func() error {
+		return p.in.link.attempt(ctx, "deadlines", fn)
+	})
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+// retryWrite runs the write fn (to Kafka: the dead-letter topic) until it
+// succeeds or ctx ends, with backoff; the generation's outage logs the
+// first failure and the success after it. Nothing is committed meanwhile,
+// so the batch holds ingest back.
 func (p *processor) retryWrite(ctx context.Context, what string, fn func() error) error {
 	err := retry.Do(ctx, retry.Backoff{Min: 20 * time.Millisecond, Max: time.Second}, func(err error) {
 		p.in.opts.Metrics.IngestErrors.Inc()

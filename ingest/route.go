@@ -64,7 +64,7 @@ func (p *processor) writeRedis(ctx context.Context) error {
 	// batch retried across a layout change never writes by a stale one.
 	writes := 0
 	var back []shard.Recovered
-	err := p.retryWrite(ctx, "redis", func() error {
+	err := p.retryRedis(ctx, func(ctx context.Context) error {
 		writes = p.route(in.opts.Layout.Current())
 		got, err := in.opts.Store.WriteAfter(ctx, &p.batch, p.settleAfter)
 		// An attempt that fails after it settled recoveries (the replicas

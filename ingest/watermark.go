@@ -132,7 +132,6 @@ func (r *raiser) wrote(wms map[int]int64) {
 // partition at a time, until ctx ends.
 func (r *raiser) run(ctx context.Context) {
 	in := r.in
-	outage := retry.Outage{Log: in.opts.Log, Down: "raise watermarks"}
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,11 +144,13 @@ func (r *raiser) run(ctx context.Context) {
 		if len(wms) == 0 {
 			continue
 		}
-		if err := in.opts.Store.RaiseWatermarks(ctx, 0, wms); err != nil {
+		// A failure is logged by the link, with the writes'.
+		if err := in.link.attempt(ctx, "watermarks", func(ctx context.Context) error {
+			return in.opts.Store.RaiseWatermarks(ctx, 0, wms)
+		}); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			outage.Failed(err)
 			// Kept for the next try, which takes the newer ones with it.
 			r.pending.add(wms)
 			if !retry.Sleep(ctx, raiseRetry) {
@@ -157,7 +158,6 @@ func (r *raiser) run(ctx context.Context) {
 			}
 			continue
 		}
-		outage.Succeeded()
 	}
 }
 

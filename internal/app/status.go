@@ -13,9 +13,14 @@ import (
 
 // ready answers /readyz: the instance can serve when Redis answers, the
 // layout is loaded, the schema registry answers (format avro) and Kafka
-// answers, whatever roles it runs.
+// answers, whatever roles it runs. Every call ends by ctx's deadline (the
+// Redis client honours it), so a Redis that does not answer at all is
+// reported as such, in time.
 func (a *App) ready(ctx context.Context) error {
 	if err := a.Store.Ping(ctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("redis: no answer within %v (%w)", httpapi.ReadyTimeout, err)
+		}
 		return fmt.Errorf("redis: %w", err)
 	}
 	if a.Watcher.Current().Count == 0 {

@@ -90,6 +90,13 @@ type timeouts struct {
 	idle time.Duration
 }
 
+// ReadyTimeout bounds the checks of one /readyz: past it the answer is 503
+// naming what did not answer in time. A platform's probe (a kubelet's
+// timeoutSeconds, 1 s by default) then always gets an answer: an instance
+// whose network to Redis drops packets is reported unready, never a probe
+// that hangs.
+const ReadyTimeout = 500 * time.Millisecond
+
 // devicesDownTimeout bounds the Redis reads of one /devices/down page.
 const devicesDownTimeout = 30 * time.Second
 
@@ -141,7 +148,7 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
 		defer cancel()
 		if err := s.opts.Ready(ctx); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)

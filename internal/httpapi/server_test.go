@@ -268,3 +268,40 @@ func TestValidateNamesTheKey(t *testing.T) {
 		})
 	}
 }
+
+// The readiness checks run under a deadline of ReadyTimeout, so a check
+// that gets no answer (Redis behind a network that drops packets) is cut
+// off by it, and its error is the 503's body: a probe never hangs.
+func TestReadyzChecksRunUnderItsDeadline(t *testing.T) {
+	t.Parallel()
+	left := make(chan time.Duration, 1)
+	s, err := New(Config{Addr: "127.0.0.1:0"}, Options{
+		Registry: prometheus.NewRegistry(),
+		Ready: func(ctx context.Context) error {
+			d, ok := ctx.Deadline()
+			if !ok {
+				left <- 0
+				return errors.New("no deadline")
+			}
+			left <- time.Until(d)
+			return errors.New("redis: no answer within 500ms")
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	serve(t, s)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + s.Addr() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "redis: no answer") {
+		t.Errorf("/readyz: %d %q, want 503 with the check's error", resp.StatusCode, body)
+	}
+	if d := <-left; d <= 0 || d > ReadyTimeout {
+		t.Errorf("the checks ran with %v left before their deadline, want at most %v", d, ReadyTimeout)
+	}
+}

@@ -35,6 +35,10 @@ type Metrics struct {
 	IngestFetch prometheus.Histogram
 	IngestQueue prometheus.Histogram
 	IngestWrite prometheus.Histogram
+	// IngestReleased is 1 while this instance's ingest is out of the
+	// consumer group because its Redis writes went unanswered for
+	// ingest.release_after, else 0.
+	IngestReleased prometheus.Gauge
 
 	TimeoutsPublished  prometheus.Counter
 	RecoveredPublished prometheus.Counter
@@ -125,6 +129,7 @@ func New() *Metrics {
 	}{
 		{&m.LeasesOwned, "flatline_scanner_leases_owned", "Shards whose scanner runs on this instance."},
 		{&m.Misplaced, "flatline_migration_misplaced_members", "Members still in their previous shard (last sweep's count)."},
+		{&m.IngestReleased, "flatline_ingest_released", "1 while this instance's ingest is out of the consumer group because its Redis writes went unanswered for ingest.release_after (its partitions read by the other instances), else 0."},
 	}
 	for _, d := range gauges {
 		*d.dst = prometheus.NewGauge(prometheus.GaugeOpts{Name: d.name, Help: d.help})

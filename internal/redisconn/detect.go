@@ -23,7 +23,7 @@ func detect(ctx context.Context, c Config, tc *tls.Config) (string, error) {
 	addr := c.Addrs[0]
 	rc := redis.NewClient(&redis.Options{
 		Addr: addr, Username: c.Username, Password: c.Password, TLSConfig: tc,
-		MaxRetries: -1, PoolSize: 1,
+		MaxRetries: -1, PoolSize: 1, ContextTimeoutEnabled: true,
 	})
 	defer rc.Close()
 	// Plain INFO: its default sections hold server and cluster on every

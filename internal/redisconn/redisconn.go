@@ -194,6 +194,15 @@ type Client = redis.UniversalClient
 // cluster mode is enabled; the other modes send nothing before the first
 // command. Errors are one line naming the address. ModeOf tells which mode
 // a client was built for.
+//
+// Its clients honour the deadline of a call's context (go-redis's
+// ContextTimeoutEnabled): a call without one waits up to the socket
+// timeouts, as before; a call with one (/readyz, /status, an ingest write
+// that must give up in time to leave the consumer group) returns by it
+// even when Redis does not answer at all (a network that drops packets),
+// instead of after the read timeout and go-redis's retries. Only a
+// deadline counts: a cancelled context without one does not cut a
+// command short.
 func New(ctx context.Context, c Config) (Client, error) {
 	silence.Do(func() { redis.SetLogger(quiet{}) })
 	c, err := c.passwords()
@@ -218,18 +227,19 @@ func New(ctx context.Context, c Config) (Client, error) {
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: c.Addrs, Username: c.Username, Password: c.Password, TLSConfig: tc,
 			ClusterStateReloadInterval: clusterReload, ReadTimeout: c.readTimeout(),
+			ContextTimeoutEnabled: true,
 		}), nil
 	case ModeSentinel:
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: c.Sentinel.Master, SentinelAddrs: c.Addrs,
 			SentinelUsername: c.Sentinel.Username, SentinelPassword: c.Sentinel.Password,
 			Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: tc,
-			ReadTimeout: c.readTimeout(),
+			ReadTimeout: c.readTimeout(), ContextTimeoutEnabled: true,
 		}), nil
 	default:
 		return redis.NewClient(&redis.Options{
 			Addr: c.Addrs[0], Username: c.Username, Password: c.Password, DB: c.DB, TLSConfig: tc,
-			ReadTimeout: c.readTimeout(),
+			ReadTimeout: c.readTimeout(), ContextTimeoutEnabled: true,
 		}), nil
 	}
 }
