@@ -66,7 +66,7 @@ type Ingest struct {
 	// headers is set when the decoder reads record headers: only then do
 	// the readers copy them.
 	headers bool
-	dlq  *kafka.Writer
+	dlq     *kafka.Writer
 	// dlqRoom is how many bytes of key and value one dead letter may carry
 	// so that it fits the dead-letter topic's max.message.bytes (set by Run
 	// before any generation starts).
