@@ -12,8 +12,7 @@ import (
 	"github.com/flatline-dev/flatline/shard"
 )
 
-// Watcher keeps the current layout of one instance and tells subscribers
-// when it changes.
+// Watcher keeps the current layout of one instance, polled from Redis.
 type Watcher struct {
 	store    *shard.Store
 	interval time.Duration
@@ -22,7 +21,6 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	current  shard.Layout
-	subs     []chan shard.Layout
 	instance string
 }
 
@@ -80,16 +78,6 @@ func (w *Watcher) Current() shard.Layout {
 	return w.current
 }
 
-// Subscribe returns a channel that receives every new layout (the latest
-// one wins when the reader is slow).
-func (w *Watcher) Subscribe() <-chan shard.Layout {
-	ch := make(chan shard.Layout, 1)
-	w.mu.Lock()
-	w.subs = append(w.subs, ch)
-	w.mu.Unlock()
-	return ch
-}
-
 func (w *Watcher) set(l shard.Layout) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -97,13 +85,6 @@ func (w *Watcher) set(l shard.Layout) bool {
 		return false
 	}
 	w.current = l
-	for _, ch := range w.subs {
-		select {
-		case <-ch:
-		default:
-		}
-		ch <- l
-	}
 	return true
 }
 

@@ -55,7 +55,6 @@ type Gate struct {
 	holdFrom atomic.Int64
 	held     atomic.Pointer[[]shard.Held]
 	storm    atomic.Pointer[shard.StormName]
-	state    atomic.Pointer[shard.GateState]
 }
 
 // NewGate returns a gate polling the watermarks every poll while a deadline
@@ -71,13 +70,10 @@ func NewGate(store *shard.Store, poll, idle, grace, stallWarn time.Duration, log
 // Watermark is min over partitions of wm(p) in Unix ms (0 when unknown).
 func (g *Gate) Watermark() int64 { return g.wm.Load() }
 
-// UpTo is the latest deadline (Unix ms) that may fire now:
-// min(now, watermark) − grace.
-func (g *Gate) UpTo() int64 { return g.upTo(g.now()) }
-
-// upTo is UpTo by the clock of the caller (the scanner's Options.Now).
-// While a hold lasts, nothing after its start fires, whatever the
-// watermarks of the partitions that flow.
+// upTo is the latest deadline (Unix ms) that may fire at now (the
+// scanner's clock): min(now, watermark) − grace. While a hold lasts,
+// nothing after its start fires, whatever the watermarks of the
+// partitions that flow.
 func (g *Gate) upTo(now time.Time) int64 {
 	t := now.UnixMilli()
 	if wm := g.wm.Load(); wm < t {
@@ -106,10 +102,6 @@ func (g *Gate) StormID() string {
 	}
 	return ""
 }
-
-// State is the whole watermarks hash as the last poll read it (nil before
-// the first).
-func (g *Gate) State() *shard.GateState { return g.state.Load() }
 
 // OnAdvance registers fn to be called whenever the watermark moves forward:
 // from the gate's goroutine after a poll, or from the caller of Raised. fn
@@ -176,7 +168,6 @@ func (g *Gate) read(ctx context.Context) error {
 	held := st.Held
 	g.held.Store(&held)
 	g.storm.Store(st.Storm)
-	g.state.Store(&st)
 	var from int64
 	if st.Hold != nil && !st.Hold.Expired {
 		from = max(st.Hold.FromMs, 1)

@@ -46,9 +46,6 @@ type Leaser struct {
 	// lease not renewed for a whole TTL (Redis unreachable) is given up,
 	// since another instance may hold it by now.
 	renewed map[int]time.Time
-	// Changed receives after every round that changed ownership (tests wait
-	// on it); it never blocks the leaser.
-	Changed chan struct{}
 	// reported is the shard count the per-shard ownership gauges were last
 	// set for: they change only with ownership or the count.
 	reported int
@@ -91,7 +88,7 @@ func NewLeaser(store *shard.Store, id string, ttl time.Duration, layout LayoutSo
 	// (see renewBudget), and for a free lease to be taken soon.
 	tick := min(ttl/4, maxLeaseTick)
 	return &Leaser{store: store, id: id, ttl: ttl, tick: tick, layout: layout, apply: apply,
-		log: log, metrics: m, now: time.Now, owned: make(map[int]bool), renewed: make(map[int]time.Time), Changed: make(chan struct{}, 1)}
+		log: log, metrics: m, now: time.Now, owned: make(map[int]bool), renewed: make(map[int]time.Time)}
 }
 
 // Owned returns the shards this instance holds, sorted.
@@ -240,10 +237,6 @@ func (l *Leaser) round(ctx context.Context) {
 	if changed {
 		if err := l.apply(l.Owned()); err != nil {
 			l.log.Error("apply shard ownership", "err", err)
-		}
-		select {
-		case l.Changed <- struct{}{}:
-		default:
 		}
 	}
 	if l.metrics != nil && (changed || n != l.reported) {

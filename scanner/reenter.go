@@ -54,8 +54,5 @@ func (sc *shardScanner) reenter(ctx context.Context, batch []shard.Member, overr
 	if _, err := s.opts.Store.Reenter(ctx, sc.id, moved, to); err != nil {
 		return nil, err
 	}
-	if h := s.opts.Hooks.Reentered; h != nil {
-		h(sc.id, moved)
-	}
 	return fire, nil
 }

@@ -38,9 +38,6 @@ type Hooks struct {
 	BeforeRemove func(shardID int, batch []shard.Member)
 	// Fired runs after a batch's members were removed.
 	Fired func(shardID int, batch []shard.Member, removed int)
-	// Reentered runs after members whose deadline fell inside a hold were
-	// given a new one (reenter.go) instead of firing.
-	Reentered func(shardID int, moved []shard.Member)
 }
 
 // Options wire a Scanner.
@@ -226,17 +223,6 @@ func (s *Scanner) Drain(id int, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 	}
-}
-
-// Shards returns the shards this scanner runs.
-func (s *Scanner) Shards() []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]int, 0, len(s.shards))
-	for id := range s.shards {
-		out = append(out, id)
-	}
-	return out
 }
 
 // Wake asks shard id's scanner for a pass now. It never blocks, and

@@ -112,8 +112,5 @@ func (p *Policy) ByID(id int) (Class, bool) {
 	return c, ok
 }
 
-// InBounds reports whether d is an acceptable per-device timeout.
-func (p *Policy) InBounds(d time.Duration) bool { return d >= p.cfg.Min && d <= p.cfg.Max }
-
 // Default is the fallback timeout.
 func (p *Policy) Default() time.Duration { return p.cfg.Default }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
@@ -135,7 +134,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	namer := storm.NamerOptions{
 		Store: a.Store, MinTimeout: cfg.Timeouts.Min, Announcer: a.Publisher, Tracked: a.tracked, Metrics: a.Metrics, Log: log,
 	}
-	if a.runs("scanner") {
+	if cfg.HasRole(configs.RoleScanner) {
 		a.Gate = scanner.NewGate(a.Store, gatePoll, gateIdlePoll, cfg.Scanner.Grace, stallAfter(cfg), log)
 		namer.Gate = a.Gate
 		namer.Leader = func() bool { return a.Leaser.Owns(0) }
@@ -159,7 +158,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	// Redis.
 	a.Wakes = scanner.NewWakes(a.Store, a.Scanner, log)
 	a.Store.SetWakes(shard.Wakes{Within: cfg.Scanner.WakeWithin(), Announce: a.Wakes.Announce})
-	if a.runs("ingest") {
+	if cfg.HasRole(configs.RoleIngest) {
 		var rec ingest.RecoveryPublisher
 		if cfg.Dispatch.RecoveryWindow > 0 {
 			rec = a.Publisher
@@ -207,5 +206,3 @@ func stallAfter(cfg configs.Config) time.Duration {
 func (a *App) tracked(ctx context.Context) (int64, error) {
 	return a.Store.Tracked(ctx, a.Watcher.Current().Shards())
 }
-
-func (a *App) runs(role string) bool { return slices.Contains(a.cfg.Roles, role) }

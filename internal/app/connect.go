@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,7 +135,7 @@ func checkKafkaAtStart(ctx context.Context, client *kafka.Client, cfg configs.Co
 		{"kafka.signals_topic", cfg.Kafka.SignalsTopic},
 		{"kafka.timeouts_topic", cfg.Kafka.TimeoutsTopic},
 	}
-	if cfg.Kafka.DeadLetterTopic != "" && slices.Contains(cfg.Roles, "ingest") {
+	if cfg.Kafka.DeadLetterTopic != "" && cfg.HasRole(configs.RoleIngest) {
 		need = append(need, struct{ key, topic string }{"kafka.dead_letter_topic", cfg.Kafka.DeadLetterTopic})
 	}
 	topics := make([]string, len(need))
@@ -158,7 +157,7 @@ func checkKafkaAtStart(ctx context.Context, client *kafka.Client, cfg configs.Co
 			return fmt.Errorf("kafka: topic %q (%s): %v", n.topic, n.key, t.Error)
 		}
 	}
-	if !slices.Contains(cfg.Roles, "ingest") {
+	if !cfg.HasRole(configs.RoleIngest) {
 		return nil // only the consumer group has a session
 	}
 	lo, hi, err := sessionBounds(ctx, client, md)
