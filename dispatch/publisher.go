@@ -47,32 +47,28 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives rate-limited publish errors; nil means slog.Default().
 	Logger *slog.Logger
-	// Storm names the storm a timeout belongs to and counts what was
-	// published for the storm guard; nil: no storm_id, nothing counted.
-	Storm StormTracker
-}
-
-// StormTracker is what the publisher asks of the storm guard (storm.Namer).
-type StormTracker interface {
-	// StormID is the storm being named now, "" when none is.
-	StormID() string
-	// Published counts timeouts (of storm stormID, "" for none) and
-	// recoveries acknowledged by Kafka.
-	Published(timeouts int, stormID string, recoveries int)
+	// StormID is the storm being named now, "" when none is: the storm_id
+	// of the timeouts published (storm.Tally.StormID). Nil: none.
+	StormID func() string
+	// Published counts, for the storm guard, the timeouts (of storm
+	// stormID, "" for none) and recoveries Kafka acknowledged
+	// (storm.Tally.Published). Nil: nothing counted.
+	Published func(timeouts int, stormID string, recoveries int)
 }
 
 // Publisher produces timeout and recovered events to the timeouts topic.
 // It is safe for concurrent use; one serves all scanners of an instance.
 type Publisher struct {
-	prod     *producer
-	policy   *timeouts.Policy
-	padMs    int64
-	windowMs int64 // dispatch.recovery_window; 0: no recovered events
-	m        *metrics.Metrics
-	now      func() time.Time
-	log      *slog.Logger
-	errLog   logging.Limiter
-	storm    StormTracker
+	prod      *producer
+	policy    *timeouts.Policy
+	padMs     int64
+	windowMs  int64 // dispatch.recovery_window; 0: no recovered events
+	m         *metrics.Metrics
+	now       func() time.Time
+	log       *slog.Logger
+	errLog    logging.Limiter
+	stormID   func() string
+	published func(timeouts int, stormID string, recoveries int)
 	// refusedOnce holds the reasons no retry fixes already logged.
 	refusedOnce sync.Map
 	batches     sync.Pool // *batch
@@ -98,15 +94,16 @@ func New(cfg Config, k kafkaconn.Config, opts Options) (*Publisher, error) {
 		return nil, err
 	}
 	p := &Publisher{
-		prod:     prod,
-		policy:   opts.Policy,
-		padMs:    opts.PadWindow.Milliseconds(),
-		windowMs: cfg.RecoveryWindow.Milliseconds(),
-		m:        opts.Metrics,
-		now:      opts.Now,
-		log:      opts.Logger,
-		errLog:   logging.Limiter{Every: errorLogEvery},
-		storm:    opts.Storm,
+		prod:      prod,
+		policy:    opts.Policy,
+		padMs:     opts.PadWindow.Milliseconds(),
+		windowMs:  cfg.RecoveryWindow.Milliseconds(),
+		m:         opts.Metrics,
+		now:       opts.Now,
+		log:       opts.Logger,
+		errLog:    logging.Limiter{Every: errorLogEvery},
+		stormID:   opts.StormID,
+		published: opts.Published,
 	}
 	if p.now == nil {
 		p.now = time.Now
@@ -217,15 +214,15 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 	}
 	b := p.getBatch()
 	stormID := ""
-	if p.storm != nil {
-		stormID = p.storm.StormID()
+	if p.stormID != nil {
+		stormID = p.stormID()
 	}
 	p.fillTimeouts(b, shardID, due, overrides, detectedAt, stormID)
 	if err := p.publish(ctx, b, TypeTimeout); err != nil {
 		return err
 	}
-	if p.storm != nil {
-		p.storm.Published(len(due), stormID, 0)
+	if p.published != nil {
+		p.published(len(due), stormID, 0)
 	}
 	return nil
 }
@@ -242,10 +239,6 @@ func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, over
 	}
 	b.seal(detectedAt)
 }
-
-// SetStorm sets Options.Storm, for a tracker built after the publisher (it
-// publishes through it); call before any publish.
-func (p *Publisher) SetStorm(t StormTracker) { p.storm = t }
 
 // Timing returns a member's deadline, without padding, and its timeout, as
 // its timeout event would report them.
@@ -323,8 +316,8 @@ func (p *Publisher) Recovered(ctx context.Context, rs []timeouts.Recovery) error
 	if err := p.publish(ctx, b, TypeRecovered); err != nil {
 		return err
 	}
-	if p.storm != nil {
-		p.storm.Published(0, "", len(rs))
+	if p.published != nil {
+		p.published(0, "", len(rs))
 	}
 	return nil
 }

@@ -23,25 +23,34 @@ type Sweeper struct {
 	metrics *metrics.Metrics
 	now     func() time.Time
 
-	// Batch is how many members one ZSCAN step reads; Pause is the rest
+	// batch is how many members one ZSCAN step reads; pause is the rest
 	// between steps, so scanners and ingest keep the Redis they need.
-	Batch int64
-	Pause time.Duration
-	// Stale is how long an instance may go without re-reading the layout
+	batch int64
+	pause time.Duration
+	// stale is how long an instance may go without re-reading the layout
 	// before it no longer counts as live for finalization.
-	Stale time.Duration
-	// Margin keeps the sweep off members due within it: the scanners' two-
+	stale time.Duration
+	// margin keeps the sweep off members due within it: the scanners' two-
 	// shard rule handles those, and a member moved while its timeout is in
 	// flight could otherwise fire from both shards.
-	Margin time.Duration
-	// Finalized receives the layout after each finalization (tests wait on it).
-	Finalized chan shard.Layout
+	margin time.Duration
 }
 
-// NewSweeper returns a sweeper; leader reports whether this instance sweeps.
-func NewSweeper(store *shard.Store, w *Watcher, leader func() bool, m *metrics.Metrics, log *slog.Logger) *Sweeper {
-	return &Sweeper{store: store, watcher: w, leader: leader, log: log, metrics: m, now: time.Now,
-		Batch: 500, Pause: time.Millisecond, Stale: 10 * w.interval, Margin: 500 * time.Millisecond, Finalized: make(chan shard.Layout, 1)}
+// SweeperOptions wire a Sweeper.
+type SweeperOptions struct {
+	Store *shard.Store
+	// Watcher is this instance's layout, which the sweeper finalizes.
+	Watcher *Watcher
+	// Leader reports whether this instance sweeps now.
+	Leader  func() bool
+	Metrics *metrics.Metrics // nil: no misplaced gauge
+	Log     *slog.Logger
+}
+
+// NewSweeper returns a sweeper; Run sweeps.
+func NewSweeper(opts SweeperOptions) *Sweeper {
+	return &Sweeper{store: opts.Store, watcher: opts.Watcher, leader: opts.Leader, log: opts.Log, metrics: opts.Metrics, now: time.Now,
+		batch: 500, pause: time.Millisecond, stale: 10 * opts.Watcher.interval, margin: 500 * time.Millisecond}
 }
 
 // Run sweeps while a migration is under way until ctx is cancelled.
@@ -97,13 +106,13 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 			if s.watcher.Current().Epoch != l.Epoch {
 				return nil // the layout moved on (finalized elsewhere)
 			}
-			ms, next, err := s.store.ScanShard(ctx, i, cursor, s.Batch)
+			ms, next, err := s.store.ScanShard(ctx, i, cursor, s.batch)
 			if err != nil {
 				return err
 			}
 			total += int64(len(ms))
 			byHome := make(map[int][]shard.Member)
-			soon := s.now().Add(s.Margin).UnixMilli()
+			soon := s.now().Add(s.margin).UnixMilli()
 			for _, m := range ms {
 				if home := l.ShardOf(shard.Hash(m.ID)); home != i {
 					found++
@@ -134,7 +143,7 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 				break
 			}
 			cursor = next
-			if s.Pause > 0 && !retry.Sleep(ctx, s.Pause) {
+			if s.pause > 0 && !retry.Sleep(ctx, s.pause) {
 				return nil
 			}
 		}
@@ -160,10 +169,6 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 	}
 	s.log.Info("migration finalized", "count", final.Count, "epoch", final.Epoch)
 	_ = s.watcher.Refresh(ctx)
-	select {
-	case s.Finalized <- final:
-	default:
-	}
 	return nil
 }
 
@@ -198,7 +203,7 @@ func (s *Sweeper) moveDowns(ctx context.Context, l shard.Layout) (int, error) {
 			if s.watcher.Current().Epoch != l.Epoch {
 				return found, nil
 			}
-			ms, next, err := s.store.ScanDown(ctx, i, cursor, s.Batch)
+			ms, next, err := s.store.ScanDown(ctx, i, cursor, s.batch)
 			if err != nil {
 				return found, err
 			}
@@ -247,7 +252,7 @@ func (s *Sweeper) estimate(ctx context.Context, l shard.Layout) (int64, error) {
 // allRouteBy reports whether every live instance has loaded layout l (or a
 // later one), so no instance can still write to a previous shard.
 func (s *Sweeper) allRouteBy(ctx context.Context, l shard.Layout) bool {
-	seen, err := s.store.LayoutSeen(ctx, s.now().Add(-s.Stale).UnixMilli())
+	seen, err := s.store.LayoutSeen(ctx, s.now().Add(-s.stale).UnixMilli())
 	if err != nil {
 		return false
 	}

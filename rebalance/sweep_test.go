@@ -50,7 +50,7 @@ func TestSweepMovesDownEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := w.Current()
-	s := NewSweeper(st, w, func() bool { return true }, nil, log)
+	s := NewSweeper(SweeperOptions{Store: st, Watcher: w, Leader: func() bool { return true }, Log: log})
 	if err := s.pass(ctx, l); err != nil {
 		t.Fatal(err)
 	}

@@ -57,14 +57,35 @@ type Gate struct {
 	storm    atomic.Pointer[shard.StormName]
 }
 
-// NewGate returns a gate polling the watermarks every poll while a deadline
-// waits for the watermark, and every idle otherwise (idle ≤ poll: always
-// every poll). Firing never decides on an older read than two polls: a pass
-// reads the watermarks itself when the last read is older (Gate.fresh). A
-// watermark more than stallWarn behind now is logged as stalled.
-func NewGate(store *shard.Store, poll, idle, grace, stallWarn time.Duration, log *slog.Logger) *Gate {
-	return &Gate{store: store, poll: poll, idle: max(idle, poll), grace: grace, stallWarn: stallWarn, now: time.Now, log: log,
-		kick: make(chan struct{}, 1)}
+// GateOptions wire a Gate.
+type GateOptions struct {
+	Store *shard.Store
+	// Poll is how often the gate reads the watermarks while a deadline
+	// waits for the watermark. Firing never decides on an older read than
+	// two polls: a pass reads the watermarks itself when the last read is
+	// older (Gate.fresh).
+	Poll time.Duration
+	// IdlePoll is how often it reads them otherwise; at most Poll means
+	// always every Poll.
+	IdlePoll time.Duration
+	// Grace holds firing back this much behind the watermark
+	// (scanner.grace).
+	Grace time.Duration
+	// StallAfter: a watermark more than this behind now is logged as
+	// stalled (Gate.Stalled).
+	StallAfter time.Duration
+	Log        *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// NewGate returns a gate; Run polls the watermarks.
+func NewGate(opts GateOptions) *Gate {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Gate{store: opts.Store, poll: opts.Poll, idle: max(opts.IdlePoll, opts.Poll), grace: opts.Grace,
+		stallWarn: opts.StallAfter, now: opts.Now, log: opts.Log, kick: make(chan struct{}, 1)}
 }
 
 // Watermark is min over partitions of wm(p) in Unix ms (0 when unknown).

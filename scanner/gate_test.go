@@ -19,7 +19,7 @@ func hourlyGate(t *testing.T) (gate *scanner.Gate, t0 int64) {
 	if err := store.RaiseWatermarks(context.Background(), 2, map[int]int64{0: t0, 1: t0}); err != nil {
 		t.Fatal(err)
 	}
-	return scanner.NewGate(store, time.Hour, 0, 0, time.Hour, slog.New(slog.DiscardHandler)), t0
+	return scanner.NewGate(scanner.GateOptions{Store: store, Poll: time.Hour, StallAfter: time.Hour, Log: slog.New(slog.DiscardHandler)}), t0
 }
 
 // Watermarks this process's ingest hands over (Gate.Raised) move the gate

@@ -27,15 +27,13 @@ type LayoutSource interface {
 // one more for the first shards%live instances by id, so counts differ by at
 // most one and add up to the shard count.
 type Leaser struct {
-	store  *shard.Store
-	id     string
-	ttl    time.Duration
-	tick   time.Duration
-	layout LayoutSource
-	apply  func(ids []int) error
-	// Drain, when set, waits for the in-flight batches of a shard the
-	// leaser stopped scanning before it gives the lease up for balance.
-	Drain   func(id int, d time.Duration)
+	store   *shard.Store
+	id      string
+	ttl     time.Duration
+	tick    time.Duration
+	layout  LayoutSource
+	apply   func(ids []int) error
+	drain   func(id int, d time.Duration)
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	now     func() time.Time
@@ -81,14 +79,37 @@ const minRenewBudget = 256
 // maxLeaseTick is the longest time between two rounds.
 const maxLeaseTick = 100 * time.Millisecond
 
-// NewLeaser returns a leaser for instance id that applies the owned shard
-// set with apply (normally Scanner.SetShards).
-func NewLeaser(store *shard.Store, id string, ttl time.Duration, layout LayoutSource, apply func([]int) error, m *metrics.Metrics, log *slog.Logger) *Leaser {
+// LeaserOptions wire a Leaser.
+type LeaserOptions struct {
+	Store *shard.Store
+	// Instance is this instance's id: the leases' owner.
+	Instance string
+	// TTL is how long a lease lives without renewal (scanner.lease_ttl).
+	TTL    time.Duration
+	Layout LayoutSource
+	// Apply makes this instance scan exactly the shards it owns
+	// (Scanner.SetShards).
+	Apply func(ids []int) error
+	// Drain, when set, waits at most d for the batches in flight of shard
+	// id, which the leaser stopped scanning, before it gives the lease up
+	// for balance (Scanner.Drain).
+	Drain   func(id int, d time.Duration)
+	Metrics *metrics.Metrics // nil: no ownership gauges
+	Log     *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// NewLeaser returns a leaser; Run keeps the leases.
+func NewLeaser(opts LeaserOptions) *Leaser {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	// Rounds come often enough for the renewals to spread over several
 	// (see renewBudget), and for a free lease to be taken soon.
-	tick := min(ttl/4, maxLeaseTick)
-	return &Leaser{store: store, id: id, ttl: ttl, tick: tick, layout: layout, apply: apply,
-		log: log, metrics: m, now: time.Now, owned: make(map[int]bool), renewed: make(map[int]time.Time)}
+	tick := min(opts.TTL/4, maxLeaseTick)
+	return &Leaser{store: opts.Store, id: opts.Instance, ttl: opts.TTL, tick: tick, layout: opts.Layout, apply: opts.Apply,
+		drain: opts.Drain, log: opts.Log, metrics: opts.Metrics, now: opts.Now, owned: make(map[int]bool), renewed: make(map[int]time.Time)}
 }
 
 // Owned returns the shards this instance holds, sorted.
@@ -203,8 +224,8 @@ func (l *Leaser) round(ctx context.Context) {
 		delete(l.owned, id)
 		l.mu.Unlock()
 		_ = l.apply(l.Owned())
-		if l.Drain != nil {
-			l.Drain(id, l.ttl/2)
+		if l.drain != nil {
+			l.drain(id, l.ttl/2)
 		}
 		if err := l.store.ReleaseLease(ctx, id, l.id); err != nil {
 			break // it expires by itself

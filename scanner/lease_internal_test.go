@@ -24,8 +24,8 @@ func TestLeasesGainedTogetherRenewABudgetAtATime(t *testing.T) {
 	ctx := context.Background()
 	const n = 1024
 	clock := time.Now()
-	l := NewLeaser(store, "instance-1", 5*time.Second, layoutOf{n}, func([]int) error { return nil }, nil, slog.New(slog.DiscardHandler))
-	l.now = func() time.Time { return clock }
+	l := NewLeaser(LeaserOptions{Store: store, Instance: "instance-1", TTL: 5 * time.Second, Layout: layoutOf{n},
+		Apply: func([]int) error { return nil }, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return clock }})
 	l.round(ctx)
 	if got := len(l.Owned()); got != n {
 		t.Fatalf("owned %d leases after the first round, want %d", got, n)

@@ -43,7 +43,7 @@ func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, b
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := scanner.NewGate(store, 5*time.Millisecond, 0, 0, time.Minute, log)
+	gate := scanner.NewGate(scanner.GateOptions{Store: store, Poll: 5 * time.Millisecond, StallAfter: time.Minute, Log: log})
 	if err := gate.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

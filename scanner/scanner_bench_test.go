@@ -45,7 +45,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	gate := scanner.NewGate(st, time.Second, 0, 0, time.Hour, log)
+	gate := scanner.NewGate(scanner.GateOptions{Store: st, Poll: time.Second, StallAfter: time.Hour, Log: log})
 	if err := gate.Refresh(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -40,11 +40,20 @@ type Wakes struct {
 	Subscribed chan struct{}
 }
 
-// NewWakes returns the wake-ups of this process's writes and of the other
-// instances' for sc (nil when this process runs no scanners).
-func NewWakes(store *shard.Store, sc *Scanner, log *slog.Logger) *Wakes {
-	return &Wakes{store: store, scanner: sc, log: log, kick: make(chan struct{}, 1),
-		publish: retry.Outage{Log: log,
+// WakesOptions wire a Wakes.
+type WakesOptions struct {
+	Store *shard.Store
+	// Scanner is this process's, woken by the wake-ups of its writes and of
+	// the other instances'; nil when this process runs no scanners.
+	Scanner *Scanner
+	Log     *slog.Logger
+}
+
+// NewWakes returns the wake-ups between this process's writes and the
+// scanners, here and on the other instances.
+func NewWakes(opts WakesOptions) *Wakes {
+	return &Wakes{store: opts.Store, scanner: opts.Scanner, log: opts.Log, kick: make(chan struct{}, 1),
+		publish: retry.Outage{Log: opts.Log,
 			Down: "cannot publish wake-ups: other instances see this one's soon deadlines at their next poll (an ACL user needs &<key_prefix>:*)",
 			Up:   "publishing wake-ups again"}}
 }

@@ -31,14 +31,18 @@ func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg s
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
 	log := slog.New(slog.DiscardHandler)
-	store := shard.NewStore(rdb, shard.NewKeys(prefix))
+	// The store announces its writes' soon deadlines to the wakes built
+	// below, once the scanner it wakes exists.
+	var wakes *scanner.Wakes
+	store := shard.New(rdb, shard.Options{Keys: shard.NewKeys(prefix),
+		Wakes: shard.Wakes{Within: cfg.WakeWithin(), Announce: func(shards []int) { wakes.Announce(shards) }}})
 	if err := store.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	gate := scanner.NewGate(store, time.Hour, 0, 0, time.Hour, log)
+	gate := scanner.NewGate(scanner.GateOptions{Store: store, Poll: time.Hour, StallAfter: time.Hour, Log: log})
 	if err := gate.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -49,9 +53,8 @@ func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg s
 	if err != nil {
 		t.Fatal(err)
 	}
-	wakes := scanner.NewWakes(store, sc, log)
+	wakes = scanner.NewWakes(scanner.WakesOptions{Store: store, Scanner: sc, Log: log})
 	wakes.Subscribed = make(chan struct{}, 1)
-	store.SetWakes(shard.Wakes{Within: cfg.WakeWithin(), Announce: wakes.Announce})
 	runCtx, stop := context.WithCancel(context.Background())
 	var running sync.WaitGroup
 	running.Go(func() { _ = sc.Run(runCtx) })
@@ -390,7 +393,7 @@ func TestGatePollsOnlyWhileADeadlineWaits(t *testing.T) {
 	if err := store.RaiseWatermarks(ctx, 2, map[int]int64{0: t0, 1: t0}); err != nil {
 		t.Fatal(err)
 	}
-	gate := scanner.NewGate(store, 5*time.Millisecond, time.Hour, 0, time.Hour, log)
+	gate := scanner.NewGate(scanner.GateOptions{Store: store, Poll: 5 * time.Millisecond, IdlePoll: time.Hour, StallAfter: time.Hour, Log: log})
 	advanced := make(chan int64, 100)
 	gate.OnAdvance(func(wm int64) { advanced <- wm })
 	runCtx, stop := context.WithCancel(ctx)

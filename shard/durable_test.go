@@ -28,9 +28,8 @@ func TestWriteWaitsForReplicas(t *testing.T) {
 	keys := shard.NewKeys(testenv.Prefix(t))
 	const shards = 4
 	newStore := func() *shard.Store { // a client of its own: fresh connections
-		st := shard.NewStore(primary.Client(t), keys)
-		st.SetDurability(shard.Durability{Replicas: 1, Timeout: 200 * time.Millisecond})
-		return st
+		return shard.New(primary.Client(t), shard.Options{Keys: keys,
+			Durability: shard.Durability{Replicas: 1, Timeout: 200 * time.Millisecond}})
 	}
 	st := newStore()
 	if err := st.LoadScripts(ctx); err != nil {

@@ -48,7 +48,7 @@ func (k Keys) Lease(i int) string { return k.shardKey(i, "lease") }
 
 // Wakes is the pub/sub channel (a channel, not a key: nothing is stored)
 // on which a write names the shards it gave a deadline their scanner may
-// not see in time (see Store.SetWakes); the instances scanning them pass at
+// not see in time (see Options.Wakes); the instances scanning them pass at
 // once. Redis Cluster forwards a PUBLISH to every node. An ACL user needs
 // the channel too: &<prefix>:*.
 func (k Keys) Wakes() string { return k.prefix + ":wakes" }

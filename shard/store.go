@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -55,9 +56,30 @@ type Store struct {
 	wakes Wakes
 }
 
-// NewStore returns a store over rdb using keys.
+// Options configure a Store.
+type Options struct {
+	// Keys builds every key the store reads and writes (NewKeys).
+	Keys Keys
+	// Durability is what Write and WriteAfter wait for before they count a
+	// write as written (redis.wait_replicas); zero: the master's reply.
+	Durability Durability
+	// Wakes says which writes announce their shards, and to whom; zero:
+	// none does.
+	Wakes Wakes
+}
+
+// New returns a store over rdb.
+func New(rdb redis.UniversalClient, opts Options) *Store {
+	if opts.Wakes.Now == nil {
+		opts.Wakes.Now = time.Now
+	}
+	return &Store{rdb: rdb, keys: opts.Keys, dur: opts.Durability, wakes: opts.Wakes}
+}
+
+// NewStore returns a store over rdb using keys, which waits for no replica
+// and announces no write: what tests, tools and the read commands use.
 func NewStore(rdb redis.UniversalClient, keys Keys) *Store {
-	return &Store{rdb: rdb, keys: keys}
+	return New(rdb, Options{Keys: keys})
 }
 
 // Client is the underlying Redis client, for tests that set up or look at

@@ -23,7 +23,7 @@ import (
 // poll is only a safety net (an announcement lost while a subscription was
 // down; Redis losing a write the announcement was about).
 
-// Wakes is what Write announces, and to whom.
+// Wakes is what Write and WriteAfter announce, and to whom (Options.Wakes).
 type Wakes struct {
 	// Within: a write of a deadline earlier than now + Within announces
 	// its shard. 0 announces nothing.
@@ -34,15 +34,6 @@ type Wakes struct {
 	Announce func(shards []int)
 	// Now is the clock Within counts from; nil means time.Now.
 	Now func() time.Time
-}
-
-// SetWakes makes Write and WriteAfter announce the shards that got a
-// deadline due within w.Within. It must be called before the store is used.
-func (s *Store) SetWakes(w Wakes) {
-	if w.Now == nil {
-		w.Now = time.Now
-	}
-	s.wakes = w
 }
 
 // announce hands Wakes.Announce the shards of the written batch b that got

@@ -13,11 +13,13 @@ import (
 // written a deadline beyond it, or only a deregistration, is not.
 func TestWriteAnnouncesOnlySoonDeadlines(t *testing.T) {
 	t.Parallel()
-	st, ctx := newStore(t)
+	plain, ctx := newStore(t)
 	now := time.UnixMilli(shard.Epoch + 1_000_000_000)
 	var announced [][]int
-	st.SetWakes(shard.Wakes{Within: time.Second, Now: func() time.Time { return now },
-		Announce: func(shards []int) { announced = append(announced, slices.Clone(shards)) }})
+	st := shard.New(plain.Client(), shard.Options{Keys: plain.Keys(), Wakes: shard.Wakes{
+		Within: time.Second, Now: func() time.Time { return now },
+		Announce: func(shards []int) { announced = append(announced, slices.Clone(shards)) },
+	}})
 	var b shard.Batch
 	b.Reset(4)
 	b.Add(0, "later", shard.Score(now.Add(5*time.Second).UnixMilli(), 0), 0)

@@ -34,7 +34,7 @@ type Recovered struct {
 // fleet without silent devices pays for neither.
 //
 // Once the writes have landed, the shards that got a deadline their
-// scanner's poll may not see in time are announced (see SetWakes).
+// scanner's poll may not see in time are announced (see Options.Wakes).
 //
 // With a Durability of Replicas > 0 each pipeline that writes ends in a
 // WAIT on its connection (in a cluster: one pipeline per master), and Write

@@ -4,37 +4,29 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/shard"
 )
 
-// Announcer publishes a storm event with the key storm/<id>
-// (dispatch.Publisher.StormEvent).
-type Announcer interface {
-	StormEvent(ctx context.Context, id string, value []byte) error
-}
-
-// GateView is what the firing gate of this process read last
-// (scanner.Gate); nil in a process without scanners.
-type GateView interface {
-	StormID() string
-}
-
 // NamerOptions wire a Namer.
 type NamerOptions struct {
 	Store *shard.Store
+	// Tally is this process's count of what dispatch published, moved to
+	// Redis every tick.
+	Tally *Tally
 	// MinTimeout is timeouts.min: a hold that lasted this long has held a
 	// deadline back, and is a storm.
 	MinTimeout time.Duration
-	Gate       GateView
 	// Leader reports whether this instance names storms now (the owner of
 	// shard 0's scanner lease, like the migration sweeper): one at a time.
 	// Nil in a process without scanners, which only counts.
-	Leader    func() bool
-	Announcer Announcer
+	Leader func() bool
+	// Announce publishes a storm_started or storm_ended event (value) with
+	// the key storm/<id>, returning once Kafka acknowledged it
+	// (dispatch.Publisher.StormEvent).
+	Announce func(ctx context.Context, id string, value []byte) error
 	// Tracked returns the devices tracked (the sum of the shard sizes).
 	Tracked func(ctx context.Context) (int64, error)
 	Metrics *metrics.Metrics
@@ -43,7 +35,7 @@ type NamerOptions struct {
 }
 
 // Namer names storms. Every instance counts the timeouts and recoveries it
-// published (Published) into Redis; the leader declares a storm when more
+// published (Tally) into Redis; the leader declares a storm when more
 // than storm.threshold of the tracked devices, and more than
 // storm.min_devices, timed out within storm.window, or when a hold has
 // lasted timeouts.min (a dead pipe, caught before it fired anything), and
@@ -55,11 +47,6 @@ type Namer struct {
 	cfg  Config
 	opts NamerOptions
 
-	mu      sync.Mutex
-	fired   map[int64]int     // unix ms of the second -> timeouts published
-	tallies map[string][2]int // storm id -> timeouts, recoveries
-	stormID string            // as this process last read it (no gate)
-
 	tracked   int64
 	trackedAt time.Time
 }
@@ -69,38 +56,7 @@ func NewNamer(cfg Config, opts NamerOptions) *Namer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Namer{cfg: cfg, opts: opts, fired: make(map[int64]int), tallies: make(map[string][2]int)}
-}
-
-// StormID is the storm being named now, "" when none is.
-func (n *Namer) StormID() string {
-	if n.opts.Gate != nil {
-		return n.opts.Gate.StormID()
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.stormID
-}
-
-// Published counts what dispatch published: timeouts (of storm stormID, ""
-// for none) and recoveries.
-func (n *Namer) Published(timeouts int, stormID string, recoveries int) {
-	if timeouts == 0 && recoveries == 0 {
-		return
-	}
-	if recoveries > 0 {
-		stormID = n.StormID()
-	}
-	sec := n.opts.Now().UnixMilli() / 1000 * 1000
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.fired[sec] += timeouts
-	if stormID != "" {
-		t := n.tallies[stormID]
-		t[0] += timeouts
-		t[1] += recoveries
-		n.tallies[stormID] = t
-	}
+	return &Namer{cfg: cfg, opts: opts}
 }
 
 // namerTick is how often counts go to Redis and the leader looks.
@@ -113,12 +69,15 @@ func (n *Namer) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			n.flush(context.WithoutCancel(ctx))
+			n.opts.Tally.flush(context.WithoutCancel(ctx))
 			return nil
 		case <-t.C:
 		}
-		n.flush(ctx)
-		if n.opts.Gate == nil || n.opts.Leader() {
+		n.opts.Tally.flush(ctx)
+		// A process without scanners (no Leader) steps to read which
+		// storm is being named, for its tally; one with scanners steps
+		// while it leads, its gate reading the storm for the tally.
+		if n.opts.Leader == nil || n.opts.Leader() {
 			if err := n.step(ctx); err != nil && ctx.Err() == nil {
 				n.opts.Log.Debug("storm naming", "err", err)
 			}
@@ -126,34 +85,8 @@ func (n *Namer) Run(ctx context.Context) error {
 	}
 }
 
-// flush moves the counts to Redis; what fails is kept for the next tick.
-func (n *Namer) flush(ctx context.Context) {
-	n.mu.Lock()
-	fired, tallies := n.fired, n.tallies
-	n.fired, n.tallies = make(map[int64]int), make(map[string][2]int)
-	n.mu.Unlock()
-	for sec, c := range fired {
-		if c == 0 {
-			continue
-		}
-		if err := n.opts.Store.CountFired(ctx, sec, c); err != nil {
-			n.mu.Lock()
-			n.fired[sec] += c
-			n.mu.Unlock()
-		}
-	}
-	for id, t := range tallies {
-		if err := n.opts.Store.CountStorm(ctx, id, t[0], t[1]); err != nil {
-			n.mu.Lock()
-			u := n.tallies[id]
-			n.tallies[id] = [2]int{u[0] + t[0], u[1] + t[1]}
-			n.mu.Unlock()
-		}
-	}
-}
-
-// Event is a storm_started or storm_ended event.
-type Event struct {
+// event is a storm_started or storm_ended event.
+type event struct {
 	Type        string `json:"type"`
 	StormID     string `json:"storm_id"`
 	StartedAtMs int64  `json:"started_at_ms"`
@@ -169,12 +102,11 @@ func (n *Namer) step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	n.stormID = ""
+	seen := ""
 	if gs.Storm != nil {
-		n.stormID = gs.Storm.ID
+		seen = gs.Storm.ID
 	}
-	n.mu.Unlock()
+	n.opts.Tally.sawStorm(seen)
 	if n.opts.Leader == nil || !n.opts.Leader() {
 		return nil // this process only counts
 	}
@@ -201,8 +133,8 @@ func (n *Namer) step(ctx context.Context) error {
 			n.opts.Log.Warn("storm declared", "storm_id", named.ID, "timeouts_in_window", count, "tracked", n.tracked, "hold", hold)
 		}
 	case !st.Announced:
-		v, _ := json.Marshal(Event{Type: "storm_started", StormID: st.ID, StartedAtMs: st.StartedMs, Devices: &count})
-		if err := n.opts.Announcer.StormEvent(ctx, st.ID, v); err != nil {
+		v, _ := json.Marshal(event{Type: "storm_started", StormID: st.ID, StartedAtMs: st.StartedMs, Devices: &count})
+		if err := n.opts.Announce(ctx, st.ID, v); err != nil {
 			return err
 		}
 		if n.opts.Metrics != nil {
@@ -217,13 +149,13 @@ func (n *Namer) step(ctx context.Context) error {
 		if surge || gs.Hold != nil || nowMs-quiet < n.cfg.Window.Milliseconds() {
 			return nil
 		}
-		n.flush(ctx)
+		n.opts.Tally.flush(ctx)
 		timedOut, recovered, err := n.opts.Store.StormTally(ctx, st.ID)
 		if err != nil {
 			return err
 		}
-		v, _ := json.Marshal(Event{Type: "storm_ended", StormID: st.ID, StartedAtMs: st.StartedMs, EndedAtMs: nowMs, TimedOut: &timedOut, Recovered: &recovered})
-		if err := n.opts.Announcer.StormEvent(ctx, st.ID, v); err != nil {
+		v, _ := json.Marshal(event{Type: "storm_ended", StormID: st.ID, StartedAtMs: st.StartedMs, EndedAtMs: nowMs, TimedOut: &timedOut, Recovered: &recovered})
+		if err := n.opts.Announce(ctx, st.ID, v); err != nil {
 			return err
 		}
 		n.opts.Log.Info("storm ended", "storm_id", st.ID, "timed_out", timedOut, "recovered", recovered)

@@ -88,8 +88,15 @@ func (a *App) ID() string { return a.id }
 func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks) (*App, error) {
 	a := &App{cfg: cfg, id: InstanceID(cfg), Metrics: metrics.New()}
 	a.log = log.With("instance", a.id)
+	// A write of a deadline due before the scanners' next poll wakes the
+	// shard's scanner: this process's at once, another instance's through
+	// Redis. Everything reads and writes through the store, so it is built
+	// first, and its arrow to the wake-ups goes to a.Wakes, built once
+	// the scanners it wakes are (build).
+	opts := storeOptions(cfg.Redis)
+	opts.Wakes = shard.Wakes{Within: cfg.Scanner.WakeWithin(), Announce: func(shards []int) { a.Wakes.Announce(shards) }}
 	var err error
-	if a.rdb, a.Store, err = Connect(ctx, cfg.Redis); err != nil {
+	if a.rdb, a.Store, err = connect(ctx, cfg.Redis, opts, true); err != nil {
 		return nil, err
 	}
 	if err := checkRedisAtStart(ctx, a.rdb, cfg.Redis, a.log); err != nil {
@@ -104,89 +111,146 @@ func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks)
 }
 
 // build creates the stages on top of the Redis store, in dependency order:
-// the layout, the producers, then what the roles ask for, HTTP last (so a
-// failure before it leaves no listener behind).
+// the layout, the gate and the producers, then what the roles ask for, HTTP
+// last (so a failure before it leaves no listener behind). Every callback
+// one part makes into another is an Options field set here.
 func (a *App) build(ctx context.Context, hooks Hooks) error {
-	cfg, log := a.cfg, a.log
+	cfg := a.cfg
+	if err := a.connectKafka(ctx); err != nil {
+		return err
+	}
+	if err := a.buildLayout(ctx); err != nil {
+		return err
+	}
+	if cfg.HasRole(configs.RoleScanner) {
+		a.Gate = scanner.NewGate(scanner.GateOptions{Store: a.Store, Poll: gatePoll, IdlePoll: gateIdlePoll,
+			Grace: cfg.Scanner.Grace, StallAfter: stallAfter(cfg), Log: a.log})
+	}
+	// The storm guard's tally: dispatch counts into it what Kafka
+	// acknowledged, and asks it the storm_id of the timeouts.
+	tally := storm.NewTally(storm.TallyOptions{Store: a.Store, GateStormID: a.gateStormID()})
 	var err error
-	if a.kafka, err = kafkaClient(cfg); err != nil {
-		return err
-	}
-	if err := checkKafkaAtStart(ctx, a.kafka, cfg, log); err != nil {
-		return err
-	}
-	policy, err := LoadPolicy(ctx, a.Store, cfg.Timeouts)
-	if err != nil {
-		return err
-	}
-	a.policy = policy
-	a.Watcher = rebalance.NewWatcher(a.Store, cfg.Shards, log)
-	a.Watcher.Announce(a.id)
-	if _, err := a.Watcher.Init(ctx, cfg.Shards.InitialCount); err != nil {
-		return err
-	}
 	a.Publisher, err = dispatch.New(cfg.Dispatch, cfg.Kafka, dispatch.Options{
-		Policy: policy, PadWindow: cfg.Ingest.CoalesceWindow, Metrics: a.Metrics, Logger: log,
+		Policy: a.policy, PadWindow: cfg.Ingest.CoalesceWindow, Metrics: a.Metrics, Logger: a.log,
+		StormID: tally.StormID, Published: tally.Published,
 	})
 	if err != nil {
 		return err
 	}
-	namer := storm.NamerOptions{
-		Store: a.Store, MinTimeout: cfg.Timeouts.Min, Announcer: a.Publisher, Tracked: a.tracked, Metrics: a.Metrics, Log: log,
-	}
+	var leader func() bool // nil: this process runs no scanners, it only counts
 	if cfg.HasRole(configs.RoleScanner) {
-		a.Gate = scanner.NewGate(a.Store, gatePoll, gateIdlePoll, cfg.Scanner.Grace, stallAfter(cfg), log)
-		namer.Gate = a.Gate
-		namer.Leader = func() bool { return a.Leaser.Owns(0) }
-		a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
-			Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: log,
-			RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
-			DrainTimeout: drainTimeout(cfg.ShutdownTimeout), Timing: a.Publisher.Timing, Hooks: hooks.Scanner,
-		})
-		if err != nil {
+		if err := a.buildScanners(hooks); err != nil {
 			return err
 		}
-		a.Leaser = scanner.NewLeaser(a.Store, a.id, cfg.Scanner.LeaseTTL, a.Watcher, a.Scanner.SetShards, a.Metrics, log)
-		a.Leaser.Drain = a.Scanner.Drain
-		// The owner of shard 0's scanner sweeps migrations: one sweeper at a time.
-		a.Sweeper = rebalance.NewSweeper(a.Store, a.Watcher, func() bool { return a.Leaser.Owns(0) }, a.Metrics, log)
+		leader = a.leads
 	}
-	a.Namer = storm.NewNamer(cfg.Storm, namer)
-	a.Publisher.SetStorm(a.Namer)
-	// A write of a deadline due before the scanners' next poll wakes the
-	// shard's scanner: this process's at once, another instance's through
-	// Redis.
-	a.Wakes = scanner.NewWakes(a.Store, a.Scanner, log)
-	a.Store.SetWakes(shard.Wakes{Within: cfg.Scanner.WakeWithin(), Announce: a.Wakes.Announce})
+	a.Namer = storm.NewNamer(cfg.Storm, storm.NamerOptions{
+		Store: a.Store, Tally: tally, MinTimeout: cfg.Timeouts.Min, Leader: leader,
+		Announce: a.Publisher.StormEvent, Tracked: a.tracked, Metrics: a.Metrics, Log: a.log,
+	})
+	// What the store announces (New) goes to this process's scanners, and
+	// to the other instances' through Redis.
+	a.Wakes = scanner.NewWakes(scanner.WakesOptions{Store: a.Store, Scanner: a.Scanner, Log: a.log})
 	if cfg.HasRole(configs.RoleIngest) {
-		var rec ingest.RecoveryPublisher
-		if cfg.Dispatch.RecoveryWindow > 0 {
-			rec = a.Publisher
-		}
-		var raised func(map[int]int64)
-		if a.Gate != nil {
-			raised = a.Gate.Raised // this process's scanners see its writes at once
-		}
-		a.Ingest, err = ingest.New(cfg.Ingest, ingest.Options{
-			Store: a.Store, Layout: a.Watcher, Policy: policy, Kafka: cfg.Kafka,
-			Metrics: a.Metrics, Log: log, Recovery: rec, RecoveryWindow: cfg.Dispatch.RecoveryWindow,
-			Raised: raised, Storm: cfg.Storm, Hooks: hooks.Ingest,
-		})
-		if err != nil {
+		if err := a.buildIngest(hooks); err != nil {
 			return err
 		}
 	}
-	a.Metrics.SetClusterReader(a.readCluster)
-	if cfg.HTTP.Addr != "" {
-		a.HTTP, err = httpapi.New(cfg.HTTP, httpapi.Options{
-			Registry: a.Metrics.Registry, Ready: a.ready, Status: a.status, Log: log,
-			DevicesDown: a.devicesDown,
-		})
-		if err != nil {
-			return err
-		}
+	return a.buildHTTP()
+}
+
+// connectKafka creates the instance's Kafka client and checks the brokers.
+func (a *App) connectKafka(ctx context.Context) error {
+	var err error
+	if a.kafka, err = kafkaClient(a.cfg); err != nil {
+		return err
 	}
+	return checkKafkaAtStart(ctx, a.kafka, a.cfg, a.log)
+}
+
+// buildLayout registers the classes and loads the layout, storing the
+// initial one on a fresh deployment.
+func (a *App) buildLayout(ctx context.Context) error {
+	var err error
+	if a.policy, err = LoadPolicy(ctx, a.Store, a.cfg.Timeouts); err != nil {
+		return err
+	}
+	a.Watcher = rebalance.NewWatcher(a.Store, a.cfg.Shards, a.log)
+	a.Watcher.Announce(a.id)
+	_, err = a.Watcher.Init(ctx, a.cfg.Shards.InitialCount)
+	return err
+}
+
+// buildScanners creates the scanners, the leaser that chooses their shards
+// and the migration sweeper.
+func (a *App) buildScanners(hooks Hooks) error {
+	cfg := a.cfg
+	var err error
+	a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
+		Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: a.log,
+		RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
+		DrainTimeout: drainTimeout(cfg.ShutdownTimeout), Timing: a.Publisher.Timing, Hooks: hooks.Scanner,
+	})
+	if err != nil {
+		return err
+	}
+	a.Leaser = scanner.NewLeaser(scanner.LeaserOptions{
+		Store: a.Store, Instance: a.id, TTL: cfg.Scanner.LeaseTTL, Layout: a.Watcher,
+		Apply: a.Scanner.SetShards, Drain: a.Scanner.Drain, Metrics: a.Metrics, Log: a.log,
+	})
+	a.Sweeper = rebalance.NewSweeper(rebalance.SweeperOptions{
+		Store: a.Store, Watcher: a.Watcher, Leader: a.leads, Metrics: a.Metrics, Log: a.log,
+	})
 	return nil
+}
+
+// buildIngest creates ingest: its batches' watermarks go to this process's
+// gate at once, its recoveries to the producer.
+func (a *App) buildIngest(hooks Hooks) error {
+	cfg := a.cfg
+	var rec ingest.RecoveryPublisher
+	if cfg.Dispatch.RecoveryWindow > 0 {
+		rec = a.Publisher
+	}
+	var raised func(map[int]int64)
+	if a.Gate != nil {
+		raised = a.Gate.Raised // this process's scanners see its writes at once
+	}
+	var err error
+	a.Ingest, err = ingest.New(cfg.Ingest, ingest.Options{
+		Store: a.Store, Layout: a.Watcher, Policy: a.policy, Kafka: cfg.Kafka,
+		Metrics: a.Metrics, Log: a.log, Recovery: rec, RecoveryWindow: cfg.Dispatch.RecoveryWindow,
+		Raised: raised, Storm: cfg.Storm, Hooks: hooks.Ingest,
+	})
+	return err
+}
+
+// buildHTTP makes /metrics read the deployment's state at scrape time and
+// binds the HTTP server, when an address is configured.
+func (a *App) buildHTTP() error {
+	a.Metrics.SetClusterReader(a.readCluster)
+	if a.cfg.HTTP.Addr == "" {
+		return nil
+	}
+	var err error
+	a.HTTP, err = httpapi.New(a.cfg.HTTP, httpapi.Options{
+		Registry: a.Metrics.Registry, Ready: a.ready, Status: a.status, Log: a.log,
+		DevicesDown: a.devicesDown,
+	})
+	return err
+}
+
+// leads reports whether this instance does the work one instance does at a
+// time (sweeping migrations, naming storms): the owner of shard 0's lease.
+func (a *App) leads() bool { return a.Leaser.Owns(0) }
+
+// gateStormID is this process's gate's view of the storm being named, nil
+// without scanners.
+func (a *App) gateStormID() func() string {
+	if a.Gate == nil {
+		return nil
+	}
+	return a.Gate.StormID
 }
 
 // drainTimeout is how long the scanners' batches in flight may take to be

@@ -22,34 +22,43 @@ import (
 const connectTimeout = 5 * time.Second
 
 // Connect opens the Redis client, checks it answers and loads the scripts.
-// serve and the commands that write (shards scale) connect this way.
+// The commands that write (shards scale) connect this way; serve's store
+// also announces its writes to the scanners (New).
 func Connect(ctx context.Context, rc redisconn.Config) (redisconn.Client, *shard.Store, error) {
-	rdb, store, err := ConnectReader(ctx, rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	if err := store.LoadScripts(pctx); err != nil {
-		_ = rdb.Close()
-		return nil, nil, redisconn.OneLine(fmt.Errorf("redis %v: %w", rc.Addrs, err))
-	}
-	return rdb, store, nil
+	return connect(ctx, rc, storeOptions(rc), true)
 }
 
 // ConnectReader opens the Redis client and checks it answers, loading no
 // scripts: the read commands of cmd/flatline (device get, shards status)
 // send Redis nothing that changes it, not even its script cache.
 func ConnectReader(ctx context.Context, rc redisconn.Config) (redisconn.Client, *shard.Store, error) {
+	return connect(ctx, rc, storeOptions(rc), false)
+}
+
+// storeOptions are the store's options from the redis section: the key
+// prefix and what a write must reach (redis.wait_replicas).
+func storeOptions(rc redisconn.Config) shard.Options {
+	return shard.Options{Keys: shard.NewKeys(rc.KeyPrefix), Durability: shard.Durability{Replicas: rc.WaitReplicas, Timeout: rc.WaitTimeout}}
+}
+
+// connect opens the Redis client and the store on it with opts, checks
+// Redis answers and, with scripts, loads them; each step within
+// connectTimeout.
+func connect(ctx context.Context, rc redisconn.Config, opts shard.Options, scripts bool) (redisconn.Client, *shard.Store, error) {
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	rdb, err := redisconn.New(pctx, rc)
 	if err != nil {
 		return nil, nil, err
 	}
-	store := shard.NewStore(rdb, shard.NewKeys(rc.KeyPrefix))
-	store.SetDurability(shard.Durability{Replicas: rc.WaitReplicas, Timeout: rc.WaitTimeout})
-	if err := store.Ping(pctx); err != nil {
+	store := shard.New(rdb, opts)
+	err = store.Ping(pctx)
+	if err == nil && scripts {
+		lctx, cancel := context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+		err = store.LoadScripts(lctx)
+	}
+	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, redisconn.OneLine(fmt.Errorf("redis %v: %w", rc.Addrs, err))
 	}
