@@ -1,5 +1,5 @@
 // Package configs holds flatline's documented configuration file
-// (flatline.yaml, embedded as Documented) and loads it, with FLATLINE_*
+// (flatline.yaml, beside this file) and loads it, with FLATLINE_*
 // environment variables and command-line overrides, into the Config structs
 // that each stage package owns and validates.
 //
@@ -14,7 +14,6 @@
 package configs
 
 import (
-	_ "embed"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,12 +31,6 @@ import (
 	"github.com/flatline-dev/flatline/storm"
 	"github.com/flatline-dev/flatline/timeouts"
 )
-
-// Documented is flatline.yaml: every key with a comment and its default.
-// Loading it gives exactly Default().
-//
-//go:embed flatline.yaml
-var Documented []byte
 
 // Roles of a `flatline serve` process.
 const (
@@ -167,11 +160,4 @@ func (c *Config) validateRoles() error {
 		}
 	}
 	return nil
-}
-
-// Validate loads file on top of the defaults, without environment overrides,
-// and reports the first problem: `flatline config validate FILE`.
-func Validate(file string) error {
-	_, err := Load(LoadOptions{File: file})
-	return err
 }

@@ -11,7 +11,7 @@ import (
 // printed form (Redacted) loads back to the same values.
 func FuzzLoad(f *testing.F) {
 	for _, seed := range []string{
-		string(Documented),
+		string(documented(f)),
 		"",
 		"scanner:\n  interval: 1500ms\n  batch_size: 50\n",
 		"timeouts:\n  classes:\n    sensor: 30s\n    \"odd name\": 2m\n",

@@ -140,7 +140,7 @@ func TestSecretsNotEchoedByLoad(t *testing.T) {
 // and in the documented flatline.yaml.
 func TestHTTPDefaultsToLoopback(t *testing.T) {
 	t.Parallel()
-	documented, err := configs.Load(configs.LoadOptions{File: writeConfig(t, string(configs.Documented))})
+	documented, err := configs.Load(configs.LoadOptions{File: "flatline.yaml"})
 	if err != nil {
 		t.Fatal(err)
 	}
