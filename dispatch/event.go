@@ -15,8 +15,8 @@ const (
 )
 
 // Event is an event of the timeouts topic (the README's "Messages"). Decode one with
-// encoding/json; encode one with AppendJSON (or json.Marshal, which calls
-// it), which writes exactly the fields of its Type in the documented order.
+// encoding/json; encode one with json.Marshal, whose MarshalJSON writes
+// exactly the fields of its Type in the documented order (appendJSON).
 type Event struct {
 	Type     string `json:"type"`
 	DeviceID string `json:"device_id"`
@@ -48,10 +48,10 @@ type Event struct {
 	EventID string `json:"event_id"`
 }
 
-// AppendJSON appends the event's JSON to dst. The event_id is derived from
+// appendJSON appends the event's JSON to dst. The event_id is derived from
 // the other fields, so EventID is ignored. An unknown Type encodes as a
 // timeout. (Storm events are encoded by package storm.)
-func (e Event) AppendJSON(dst []byte) []byte {
+func (e Event) appendJSON(dst []byte) []byte {
 	if e.Type == TypeRecovered {
 		return appendRecovered(dst, e.DeviceID, e.DownSinceMs, e.SeenAtMs)
 	}
@@ -59,15 +59,15 @@ func (e Event) AppendJSON(dst []byte) []byte {
 }
 
 // MarshalJSON makes json.Marshal produce the wire format.
-func (e Event) MarshalJSON() ([]byte, error) { return e.AppendJSON(nil), nil }
+func (e Event) MarshalJSON() ([]byte, error) { return e.appendJSON(nil), nil }
 
 // TimeoutEventID is the event_id of the timeout of deviceID at deadlineMs.
 func TimeoutEventID(deviceID string, deadlineMs int64) string {
 	return deviceID + "/" + strconv.FormatInt(deadlineMs, 10)
 }
 
-// RecoveredEventID is the event_id of the recovery of deviceID seen at seenAtMs.
-func RecoveredEventID(deviceID string, seenAtMs int64) string {
+// recoveredEventID is the event_id of the recovery of deviceID seen at seenAtMs.
+func recoveredEventID(deviceID string, seenAtMs int64) string {
 	return deviceID + "/" + strconv.FormatInt(seenAtMs, 10) + "/r"
 }
 

@@ -93,7 +93,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 		}
 		want, err := json.Marshal(recoveredWire{
 			Type: TypeRecovered, DeviceID: id, DownSinceMs: 1763683260123, SeenAtMs: 1763683300000,
-			DownForMs: 39877, EventID: RecoveredEventID(id, 1763683300000),
+			DownForMs: 39877, EventID: recoveredEventID(id, 1763683300000),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestEventRoundTrip(t *testing.T) {
 			want := e
 			if e.Type == TypeRecovered {
 				want.DownForMs = e.SeenAtMs - e.DownSinceMs
-				want.EventID = RecoveredEventID(id, e.SeenAtMs)
+				want.EventID = recoveredEventID(id, e.SeenAtMs)
 			} else {
 				want.EventID = TimeoutEventID(id, e.DeadlineMs)
 			}

@@ -92,7 +92,7 @@ func newProducer(brokers []string, topic string, transport func() (*kafka.Transp
 
 // Send queues msgs and waits until every one is acknowledged or failed.
 // It returns nil, kafka.WriteErrors (one per message, nil for those
-// written), ErrClosed after Close, another error for all of them, or ctx's
+// written), errClosed after Close, another error for all of them, or ctx's
 // error — in which case the messages may still be written: the caller must
 // not reuse them.
 func (p *producer) Send(ctx context.Context, msgs []kafka.Message) error {
@@ -100,7 +100,7 @@ func (p *producer) Send(ctx context.Context, msgs []kafka.Message) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	}
 	p.queue = append(p.queue, s)
 	p.mu.Unlock()

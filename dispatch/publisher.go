@@ -31,8 +31,8 @@ const (
 	errorLogEvery = 5 * time.Second
 )
 
-// ErrClosed is returned by Timeouts and Recovered after Close.
-var ErrClosed = errors.New("dispatch: publisher closed")
+// errClosed is returned by Timeouts and Recovered after Close.
+var errClosed = errors.New("dispatch: publisher closed")
 
 // Options are the collaborators of a Publisher.
 type Options struct {
@@ -343,7 +343,7 @@ func (p *Publisher) publish(ctx context.Context, b *batch, kind string) error {
 		if !partial && ctx.Err() != nil {
 			return ctx.Err() // b may still be in flight: not reused
 		}
-		if errors.Is(err, ErrClosed) {
+		if errors.Is(err, errClosed) {
 			return err // nothing was queued
 		}
 		failed := len(pending)

@@ -164,8 +164,8 @@ func checkRecords(t *testing.T, recs []kafka.Message, want map[string]Event) {
 		if e != w {
 			t.Errorf("event %q:\n got %+v\nwant %+v", e.EventID, e, w)
 		}
-		if !bytes.Equal(r.Value, w.AppendJSON(nil)) {
-			t.Errorf("event %q bytes:\n got %s\nwant %s", e.EventID, r.Value, w.AppendJSON(nil))
+		if !bytes.Equal(r.Value, w.appendJSON(nil)) {
+			t.Errorf("event %q bytes:\n got %s\nwant %s", e.EventID, r.Value, w.appendJSON(nil))
 		}
 		if string(r.Key) != e.DeviceID {
 			t.Errorf("event %q: key %q, want the device id", e.EventID, r.Key)
@@ -480,8 +480,8 @@ func TestClosedPublisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testenv.Context(t, 10*time.Second)
-	if err := p.Timeouts(ctx, 0, []shard.Member{{ID: "d-1"}}, nil, time.Now()); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Timeouts after Close = %v, want ErrClosed", err)
+	if err := p.Timeouts(ctx, 0, []shard.Member{{ID: "d-1"}}, nil, time.Now()); !errors.Is(err, errClosed) {
+		t.Fatalf("Timeouts after Close = %v, want errClosed", err)
 	}
 }
 

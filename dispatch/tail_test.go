@@ -73,7 +73,7 @@ func TestTailFromBeginning(t *testing.T) {
 	if err := p.Recovered(ctx, []timeouts.Recovery{{DeviceID: "d-0", DownSinceMs: now.UnixMilli(), SeenAtMs: now.UnixMilli() + 5}}); err != nil {
 		t.Fatal(err)
 	}
-	want[RecoveredEventID("d-0", now.UnixMilli()+5)] = true
+	want[recoveredEventID("d-0", now.UnixMilli()+5)] = true
 
 	tailCtx, stop := context.WithCancel(ctx)
 	lines, done := startTail(t, tailCtx, k.Brokers(), true)

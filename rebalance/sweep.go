@@ -168,7 +168,7 @@ func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
 		return err
 	}
 	s.log.Info("migration finalized", "count", final.Count, "epoch", final.Epoch)
-	_ = s.watcher.Refresh(ctx)
+	_ = s.watcher.refresh(ctx)
 	return nil
 }
 

@@ -46,7 +46,7 @@ func TestSweepMovesDownEntries(t *testing.T) {
 	if _, err := Scale(ctx, st, 32, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Refresh(ctx); err != nil {
+	if err := w.refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l := w.Current()

@@ -41,7 +41,7 @@ func NewWatcher(store *shard.Store, cfg Config, log *slog.Logger) *Watcher {
 // Init loads the layout, storing {count: initial} first on a fresh
 // deployment. It must succeed before anything routes.
 func (w *Watcher) Init(ctx context.Context, initial int) (shard.Layout, error) {
-	l, err := Ensure(ctx, w.store, initial, w.now())
+	l, err := ensure(ctx, w.store, initial, w.now())
 	if err != nil {
 		return shard.Layout{}, err
 	}
@@ -49,9 +49,9 @@ func (w *Watcher) Init(ctx context.Context, initial int) (shard.Layout, error) {
 	return l, nil
 }
 
-// Ensure returns the stored layout, storing {count: initial} when there is
+// ensure returns the stored layout, storing {count: initial} when there is
 // none yet.
-func Ensure(ctx context.Context, store *shard.Store, initial int, now time.Time) (shard.Layout, error) {
+func ensure(ctx context.Context, store *shard.Store, initial int, now time.Time) (shard.Layout, error) {
 	for {
 		l, ok, err := store.Layout(ctx)
 		if err != nil {
@@ -88,8 +88,8 @@ func (w *Watcher) set(l shard.Layout) bool {
 	return true
 }
 
-// Refresh re-reads the layout now.
-func (w *Watcher) Refresh(ctx context.Context) error {
+// refresh re-reads the layout now.
+func (w *Watcher) refresh(ctx context.Context) error {
 	l, ok, err := w.store.Layout(ctx)
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if err := w.Refresh(ctx); err != nil {
+		if err := w.refresh(ctx); err != nil {
 			if ctx.Err() == nil {
 				outage.Failed(err)
 			}

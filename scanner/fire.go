@@ -68,7 +68,7 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 		}
 		minDown := s.opts.MinDownMemory
 		if minDown == 0 {
-			minDown = DefaultMinDownMemory
+			minDown = defaultMinDownMemory
 		}
 		remember := max(s.opts.RecoveryWindow, minDown)
 		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())

@@ -106,8 +106,8 @@ func (g *Gate) upTo(now time.Time) int64 {
 	return t - g.grace.Milliseconds()
 }
 
-// Held returns the ended holds, as the last poll read them.
-func (g *Gate) Held() []shard.Held {
+// endedHolds returns the ended holds, as the last poll read them.
+func (g *Gate) endedHolds() []shard.Held {
 	if h := g.held.Load(); h != nil {
 		return *h
 	}
@@ -124,18 +124,18 @@ func (g *Gate) StormID() string {
 	return ""
 }
 
-// OnAdvance registers fn to be called whenever the watermark moves forward:
+// onAdvance registers fn to be called whenever the watermark moves forward:
 // from the gate's goroutine after a poll, or from the caller of Raised. fn
 // must not block; calls may overlap, and one may bring an older watermark
 // than another already brought.
-func (g *Gate) OnAdvance(fn func(wm int64)) {
+func (g *Gate) onAdvance(fn func(wm int64)) {
 	g.mu.Lock()
 	g.waiters = append(g.waiters, fn)
 	g.mu.Unlock()
 }
 
-// Refresh reads the watermarks once.
-func (g *Gate) Refresh(ctx context.Context) error {
+// refresh reads the watermarks once.
+func (g *Gate) refresh(ctx context.Context) error {
 	g.readMu.Lock()
 	defer g.readMu.Unlock()
 	return g.read(ctx)
@@ -172,7 +172,7 @@ func (g *Gate) setWaiting(w bool) {
 	}
 }
 
-// read is Refresh with readMu held.
+// read is refresh with readMu held.
 func (g *Gate) read(ctx context.Context) error {
 	sent := g.now().UnixNano()
 	st, err := g.store.ReadGate(ctx)
@@ -307,7 +307,7 @@ func (g *Gate) Run(ctx context.Context) error {
 		case <-t.C:
 		case <-g.kick:
 		}
-		if err := g.Refresh(ctx); err != nil {
+		if err := g.refresh(ctx); err != nil {
 			if ctx.Err() == nil {
 				outage.Failed(err)
 			}

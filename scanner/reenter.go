@@ -19,7 +19,7 @@ import (
 // heartbeat that came meanwhile already moved them later).
 func (sc *shardScanner) reenter(ctx context.Context, batch []shard.Member, overrides map[string]int64) ([]shard.Member, error) {
 	s := sc.s
-	held := s.opts.Gate.Held()
+	held := s.opts.Gate.endedHolds()
 	if s.opts.Timing == nil || len(held) == 0 || len(batch) == 0 {
 		return batch, nil
 	}

@@ -25,11 +25,11 @@ type Dispatcher interface {
 	Raced(ctx context.Context, shardID int, raced []shard.Raced, overrides map[string]int64) error
 }
 
-// DefaultMinDownMemory is how long a fired device is remembered as down even
+// defaultMinDownMemory is how long a fired device is remembered as down even
 // with recovered events disabled or a short recovery window: long enough
 // that a replayed heartbeat or a migration's second copy cannot fire the
 // same silence again.
-const DefaultMinDownMemory = 10 * time.Minute
+const defaultMinDownMemory = 10 * time.Minute
 
 // Hooks let tests observe and interleave with a scanner deterministically.
 type Hooks struct {
@@ -54,12 +54,12 @@ type Options struct {
 	// RecoveryWindow is how long fired devices are remembered as down (for
 	// recovered events), at least MinDownMemory.
 	RecoveryWindow time.Duration
-	// MinDownMemory overrides DefaultMinDownMemory (tests).
+	// MinDownMemory overrides defaultMinDownMemory (tests).
 	MinDownMemory time.Duration
 	// DrainTimeout bounds how long Run, once its ctx is cancelled, waits for
 	// the batches in flight to be acknowledged and removed before it
 	// cancels them; what is left stays in Redis for the shard's next owner.
-	// Default: DefaultDrainTimeout.
+	// Default: defaultDrainTimeout.
 	DrainTimeout time.Duration
 	// Timing returns a member's deadline (without ingest.coalesce_window's
 	// padding) and its timeout, in Unix ms and ms: what dispatch reports.
@@ -68,9 +68,9 @@ type Options struct {
 	Hooks  Hooks
 }
 
-// DefaultDrainTimeout is the drain bound of a Scanner without DrainTimeout:
+// defaultDrainTimeout is the drain bound of a Scanner without DrainTimeout:
 // the default shutdown_timeout.
-const DefaultDrainTimeout = 10 * time.Second
+const defaultDrainTimeout = 10 * time.Second
 
 // Scanner runs the scanners of the shards this instance owns.
 type Scanner struct {
@@ -134,7 +134,7 @@ func New(cfg Config, opts Options) (*Scanner, error) {
 		opts.Log = slog.Default()
 	}
 	if opts.DrainTimeout <= 0 {
-		opts.DrainTimeout = DefaultDrainTimeout
+		opts.DrainTimeout = defaultDrainTimeout
 	}
 	sched, err := gocron.NewScheduler()
 	if err != nil {
@@ -153,7 +153,7 @@ func New(cfg Config, opts Options) (*Scanner, error) {
 		gocron.WithSingletonMode(gocron.LimitModeReschedule)); err != nil {
 		return nil, fmt.Errorf("schedule the poll: %w", err)
 	}
-	opts.Gate.OnAdvance(s.onWatermark)
+	opts.Gate.onAdvance(s.onWatermark)
 	return s, nil
 }
 
@@ -225,17 +225,17 @@ func (s *Scanner) Drain(id int, d time.Duration) {
 	}
 }
 
-// Wake asks shard id's scanner for a pass now. It never blocks, and
+// wake asks shard id's scanner for a pass now. It never blocks, and
 // reports whether this scanner scans the shard.
-func (s *Scanner) Wake(id int) bool {
+func (s *Scanner) wake(id int) bool {
 	s.mu.Lock()
 	sc := s.shards[id]
 	s.mu.Unlock()
 	return sc != nil && sc.wake()
 }
 
-// WakeAll asks every shard's scanner for a pass now.
-func (s *Scanner) WakeAll() {
+// wakeAll asks every shard's scanner for a pass now.
+func (s *Scanner) wakeAll() {
 	s.mu.Lock()
 	all := make([]*shardScanner, 0, len(s.shards))
 	for _, sc := range s.shards {

@@ -63,7 +63,7 @@ func NewWakes(opts WakesOptions) *Wakes {
 func (w *Wakes) Announce(shards []int) {
 	var elsewhere []int
 	for _, i := range shards {
-		if w.scanner == nil || !w.scanner.Wake(i) {
+		if w.scanner == nil || !w.scanner.wake(i) {
 			elsewhere = append(elsewhere, i)
 		}
 	}
@@ -131,7 +131,7 @@ func (w *Wakes) listen(ctx context.Context) {
 			return
 		}
 		if subscribed {
-			w.scanner.WakeAll()
+			w.scanner.wakeAll()
 			if w.Subscribed != nil {
 				select {
 				case w.Subscribed <- struct{}{}:
@@ -141,7 +141,7 @@ func (w *Wakes) listen(ctx context.Context) {
 			continue
 		}
 		for _, i := range shards {
-			w.scanner.Wake(i)
+			w.scanner.wake(i)
 		}
 	}
 }

@@ -124,8 +124,5 @@ func (b *Batch) Forget(i int, id string) {
 	sb.forgets = append(sb.forgets, id)
 }
 
-// Empty reports whether b holds no writes.
-func (b *Batch) Empty() bool { return len(b.touched) == 0 }
-
-// Shards returns the shards b touches.
-func (b *Batch) Shards() []int { return b.touched }
+// empty reports whether b holds no writes.
+func (b *Batch) empty() bool { return len(b.touched) == 0 }

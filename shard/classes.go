@@ -14,7 +14,7 @@ func (s *Store) RegisterClasses(ctx context.Context, names []string) ([]int, err
 		return nil, nil
 	}
 	args := make([]any, 0, 1+len(names))
-	args = append(args, MaxClassID)
+	args = append(args, maxClassID)
 	for _, n := range names {
 		args = append(args, n)
 	}

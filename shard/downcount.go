@@ -62,7 +62,7 @@ func (s *Store) CountDownByClass(ctx context.Context, n int, sinceMs int64, chun
 		start[i] = strconv.FormatFloat(Score(sinceMs, 0), 'f', -1, 64)
 		pending[i] = i
 	}
-	metaSpan, classSpan := int64(1)<<MetaBits, int64(1)<<ClassBits
+	metaSpan, classSpan := int64(1)<<metaBits, int64(1)<<classBits
 	for len(pending) > 0 {
 		cmds, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range pending {

@@ -138,7 +138,7 @@ func (s *Store) execDurable(ctx context.Context, c redis.UniversalClient, p redi
 	}
 	var wait *redis.IntCmd
 	_, err := s.exec(ctx, c, p, func(p redis.Pipeliner) {
-		p.Incr(ctx, s.keys.Sync(shard))
+		p.Incr(ctx, s.keys.sync(shard))
 		wait = redis.NewIntCmd(ctx, "wait", s.dur.Replicas, max(s.dur.Timeout.Milliseconds(), 1)) // 0 would wait forever
 		_ = p.Process(ctx, wait)
 	})

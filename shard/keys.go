@@ -36,57 +36,57 @@ func (k Keys) Down(i int) string { return k.shardKey(i, "down") }
 // score's override flag says when to look here).
 func (k Keys) Overrides(i int) string { return k.shardKey(i, "overrides") }
 
-// Sync is shard i's STRING counter that ingest increments right before a
+// sync is shard i's STRING counter that ingest increments right before a
 // WAIT (redis.wait_replicas > 0; see Durability). An INCR always enters the
 // replication stream, so the offset WAIT waits for then covers everything
 // the master held, even when the batch's own writes changed nothing.
-func (k Keys) Sync(i int) string { return k.shardKey(i, "sync") }
+func (k Keys) sync(i int) string { return k.shardKey(i, "sync") }
 
 // Lease is shard i's STRING holding the id of the instance that runs its
 // scanner, with a PX expiry its owner renews.
 func (k Keys) Lease(i int) string { return k.shardKey(i, "lease") }
 
-// Wakes is the pub/sub channel (a channel, not a key: nothing is stored)
+// wakes is the pub/sub channel (a channel, not a key: nothing is stored)
 // on which a write names the shards it gave a deadline their scanner may
 // not see in time (see Options.Wakes); the instances scanning them pass at
 // once. Redis Cluster forwards a PUBLISH to every node. An ACL user needs
 // the channel too: &<prefix>:*.
-func (k Keys) Wakes() string { return k.prefix + ":wakes" }
+func (k Keys) wakes() string { return k.prefix + ":wakes" }
 
-// Layout is the HASH {count, previous, epoch, since_ms} that rebalance owns.
-func (k Keys) Layout() string { return k.prefix + ":layout" }
+// layout is the HASH {count, previous, epoch, since_ms} that rebalance owns.
+func (k Keys) layout() string { return k.prefix + ":layout" }
 
 // Watermarks is the HASH partition -> wm(p) in Unix ms, plus the field
 // "partitions" holding the signals topic's partition count and the storm
 // guard's stalls, holds and storm name (see storm.go).
 func (k Keys) Watermarks() string { return k.prefix + ":watermarks" }
 
-// Traffic is the HASH partition -> "<last record ms>,<high-water mark>,
+// traffic is the HASH partition -> "<last record ms>,<high-water mark>,
 // <stall threshold ms>,<busy 0|1>": what the owner of each signals
 // partition learned of its traffic, for the storm guard of its next owner.
 // (The storm guard's shared state is in Watermarks: see storm.go.)
-func (k Keys) Traffic() string { return k.prefix + ":traffic" }
+func (k Keys) traffic() string { return k.prefix + ":traffic" }
 
-// FiredCounts is the HASH of the storm guard's counts: "<unix second>" ->
+// firedCounts is the HASH of the storm guard's counts: "<unix second>" ->
 // timeouts fired in that second, "t:<storm id>" and "r:<storm id>" -> the
 // timeouts and recoveries of a storm. It expires an hour after its last
 // write.
-func (k Keys) FiredCounts() string { return k.prefix + ":fired" }
+func (k Keys) firedCounts() string { return k.prefix + ":fired" }
 
-// Instances is the ZSET of live instances: member = instance id, score = the
+// instances is the ZSET of live instances: member = instance id, score = the
 // Unix ms of its last registration (see Store.RegisterInstance).
-func (k Keys) Instances() string { return k.prefix + ":instances" }
+func (k Keys) instances() string { return k.prefix + ":instances" }
 
 // Classes is the HASH registry of device classes: "n:<name>" -> id and
 // "i:<id>" -> name, plus "next" -> the last id handed out. Ids are stable
 // across restarts and config changes because they live in the score.
 func (k Keys) Classes() string { return k.prefix + ":classes" }
 
-// LayoutSeen is the HASH instance id -> "<epoch>:<unix ms>": the layout
+// layoutSeen is the HASH instance id -> "<epoch>:<unix ms>": the layout
 // epoch each instance last loaded and when. A migration finalizes only once
 // every recently seen instance routes by its layout.
-func (k Keys) LayoutSeen() string { return k.prefix + ":layout_seen" }
+func (k Keys) layoutSeen() string { return k.prefix + ":layout_seen" }
 
-// Migration is the HASH of the running migration's progress, written by the
+// migration is the HASH of the running migration's progress, written by the
 // sweeper: {epoch, misplaced, moved, total, updated_ms}.
-func (k Keys) Migration() string { return k.prefix + ":migration" }
+func (k Keys) migration() string { return k.prefix + ":migration" }

@@ -51,7 +51,7 @@ var ErrLayoutChanged = errors.New("layout changed meanwhile")
 
 // Layout reads the stored layout; ok is false when none was stored yet.
 func (s *Store) Layout(ctx context.Context) (l Layout, ok bool, err error) {
-	m, err := s.rdb.HGetAll(ctx, s.keys.Layout()).Result()
+	m, err := s.rdb.HGetAll(ctx, s.keys.layout()).Result()
 	if err != nil {
 		return Layout{}, false, fmt.Errorf("read layout: %w", err)
 	}
@@ -71,7 +71,7 @@ func (s *Store) Layout(ctx context.Context) (l Layout, ok bool, err error) {
 // SetLayout stores l if the stored epoch is still readEpoch (0: none yet),
 // and returns l with its new epoch; ErrLayoutChanged otherwise.
 func (s *Store) SetLayout(ctx context.Context, readEpoch int64, l Layout) (Layout, error) {
-	epoch, err := scriptLayout.Run(ctx, s.rdb, []string{s.keys.Layout()},
+	epoch, err := scriptLayout.Run(ctx, s.rdb, []string{s.keys.layout()},
 		readEpoch, l.Count, l.Previous, l.SinceMs).Int64()
 	if err != nil {
 		return Layout{}, fmt.Errorf("write layout: %w", err)
@@ -85,7 +85,7 @@ func (s *Store) SetLayout(ctx context.Context, readEpoch int64, l Layout) (Layou
 
 // SeeLayout records that instance loaded layout epoch at nowMs.
 func (s *Store) SeeLayout(ctx context.Context, instance string, epoch, nowMs int64) error {
-	return s.rdb.HSet(ctx, s.keys.LayoutSeen(), instance, strconv.FormatInt(epoch, 10)+":"+strconv.FormatInt(nowMs, 10)).Err()
+	return s.rdb.HSet(ctx, s.keys.layoutSeen(), instance, strconv.FormatInt(epoch, 10)+":"+strconv.FormatInt(nowMs, 10)).Err()
 }
 
 // Seen is one instance's layout acknowledgement.
@@ -97,7 +97,7 @@ type Seen struct {
 // LayoutSeen returns every instance's last layout acknowledgement and drops
 // the ones older than staleBeforeMs (instances that are gone).
 func (s *Store) LayoutSeen(ctx context.Context, staleBeforeMs int64) (map[string]Seen, error) {
-	m, err := s.rdb.HGetAll(ctx, s.keys.LayoutSeen()).Result()
+	m, err := s.rdb.HGetAll(ctx, s.keys.layoutSeen()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read layout acknowledgements: %w", err)
 	}
@@ -115,7 +115,7 @@ func (s *Store) LayoutSeen(ctx context.Context, staleBeforeMs int64) (map[string
 		out[id] = sn
 	}
 	if len(gone) > 0 {
-		s.rdb.HDel(ctx, s.keys.LayoutSeen(), gone...)
+		s.rdb.HDel(ctx, s.keys.layoutSeen(), gone...)
 	}
 	return out, nil
 }

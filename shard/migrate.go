@@ -128,13 +128,13 @@ type Progress struct {
 
 // SetProgress stores the migration progress.
 func (s *Store) SetProgress(ctx context.Context, p Progress) error {
-	return s.rdb.HSet(ctx, s.keys.Migration(), "epoch", p.Epoch, "misplaced", p.Misplaced, "moved", p.Moved,
+	return s.rdb.HSet(ctx, s.keys.migration(), "epoch", p.Epoch, "misplaced", p.Misplaced, "moved", p.Moved,
 		"total", p.Total, "updated_ms", p.UpdatedMs).Err()
 }
 
 // GetProgress reads the migration progress (ok false when none stored).
 func (s *Store) GetProgress(ctx context.Context) (Progress, bool, error) {
-	m, err := s.rdb.HGetAll(ctx, s.keys.Migration()).Result()
+	m, err := s.rdb.HGetAll(ctx, s.keys.migration()).Result()
 	if err != nil {
 		return Progress{}, false, fmt.Errorf("read migration progress: %w", err)
 	}

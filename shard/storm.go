@@ -244,7 +244,7 @@ func (s *Store) SaveTraffic(ctx context.Context, t map[int]Traffic) error {
 		}
 		args = append(args, strconv.Itoa(p), fmt.Sprintf("%d,%d,%d,%d", v.LastRecordMs, v.HWM, v.ThresholdMs, busy))
 	}
-	if err := s.rdb.HSet(ctx, s.keys.Traffic(), args...).Err(); err != nil {
+	if err := s.rdb.HSet(ctx, s.keys.traffic(), args...).Err(); err != nil {
 		return fmt.Errorf("save partition traffic: %w", err)
 	}
 	return nil
@@ -252,7 +252,7 @@ func (s *Store) SaveTraffic(ctx context.Context, t map[int]Traffic) error {
 
 // LoadTraffic reads what SaveTraffic wrote.
 func (s *Store) LoadTraffic(ctx context.Context) (map[int]Traffic, error) {
-	m, err := s.rdb.HGetAll(ctx, s.keys.Traffic()).Result()
+	m, err := s.rdb.HGetAll(ctx, s.keys.traffic()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("load partition traffic: %w", err)
 	}
@@ -271,7 +271,7 @@ func (s *Store) LoadTraffic(ctx context.Context) (map[int]Traffic, error) {
 // CountFired adds n timeouts fired in the second secMs/1000 (Unix ms) to the
 // storm counts, which keep the last keepSec seconds.
 func (s *Store) CountFired(ctx context.Context, secMs int64, n int) error {
-	key := s.keys.FiredCounts()
+	key := s.keys.firedCounts()
 	sec := strconv.FormatInt(secMs/1000, 10)
 	pipe := s.rdb.Pipeline()
 	pipe.HIncrBy(ctx, key, sec, int64(n))
@@ -287,7 +287,7 @@ const firedCountsTTL = time.Hour
 
 // CountStorm adds to the tallies of storm id: its timeouts and recoveries.
 func (s *Store) CountStorm(ctx context.Context, id string, timedOut, recovered int) error {
-	key := s.keys.FiredCounts()
+	key := s.keys.firedCounts()
 	pipe := s.rdb.Pipeline()
 	if timedOut > 0 {
 		pipe.HIncrBy(ctx, key, "t:"+id, int64(timedOut))
@@ -305,7 +305,7 @@ func (s *Store) CountStorm(ctx context.Context, id string, timedOut, recovered i
 // StormTally returns the timeouts and recoveries counted for storm id and
 // drops its tallies.
 func (s *Store) StormTally(ctx context.Context, id string) (timedOut, recovered int64, err error) {
-	key := s.keys.FiredCounts()
+	key := s.keys.firedCounts()
 	vs, err := s.rdb.HMGet(ctx, key, "t:"+id, "r:"+id).Result()
 	if err != nil {
 		return 0, 0, fmt.Errorf("read storm %s tally: %w", id, err)
@@ -323,7 +323,7 @@ func (s *Store) StormTally(ctx context.Context, id string) (timedOut, recovered 
 // FiredSince returns the timeouts counted from the second of fromMs on,
 // and drops the counts before it.
 func (s *Store) FiredSince(ctx context.Context, fromMs int64) (int64, error) {
-	key := s.keys.FiredCounts()
+	key := s.keys.firedCounts()
 	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
 		return 0, fmt.Errorf("read fired counts: %w", err)

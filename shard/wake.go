@@ -90,7 +90,7 @@ func (s *Store) Fronts(ctx context.Context, shards []int) (fronts []Member, ok [
 }
 
 // PublishWakes wakes the scanners of shards wherever they run: one PUBLISH
-// on the wakes channel (Keys.Wakes), read by SubscribeWakes.
+// on the wakes channel (Keys.wakes), read by SubscribeWakes.
 func (s *Store) PublishWakes(ctx context.Context, shards []int) error {
 	if len(shards) == 0 {
 		return nil
@@ -102,7 +102,7 @@ func (s *Store) PublishWakes(ctx context.Context, shards []int) error {
 		}
 		msg = strconv.AppendInt(msg, int64(i), 10)
 	}
-	if err := s.rdb.Publish(ctx, s.keys.Wakes(), msg).Err(); err != nil {
+	if err := s.rdb.Publish(ctx, s.keys.wakes(), msg).Err(); err != nil {
 		return fmt.Errorf("publish wakes: %w", err)
 	}
 	return nil
@@ -120,7 +120,7 @@ type WakeSub struct {
 
 // SubscribeWakes subscribes to the wakes channel; Close ends it.
 func (s *Store) SubscribeWakes(ctx context.Context) *WakeSub {
-	ps := s.rdb.Subscribe(ctx, s.keys.Wakes())
+	ps := s.rdb.Subscribe(ctx, s.keys.wakes())
 	return &WakeSub{ps: ps, ch: ps.ChannelWithSubscriptions()}
 }
 

@@ -52,7 +52,7 @@ func (s *Store) Write(ctx context.Context, b *Batch) ([]Recovered, error) {
 // order, as if the batches had been written one after the other. A nil
 // after does not wait.
 func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{}) ([]Recovered, error) {
-	if b.Empty() {
+	if b.empty() {
 		return nil, nil
 	}
 	type probe struct {

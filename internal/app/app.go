@@ -37,7 +37,7 @@ type Hooks struct {
 	Scanner scanner.Hooks
 	Ingest  ingest.Hooks
 	// MinDownMemory shortens how long fired devices are remembered as down
-	// (default scanner.DefaultMinDownMemory), so tests can watch pruning.
+	// (by default 10 minutes), so tests can watch pruning.
 	MinDownMemory time.Duration
 }
 
@@ -60,18 +60,18 @@ type App struct {
 	Store     *shard.Store
 	Watcher   *rebalance.Watcher
 	Gate      *scanner.Gate
-	Publisher *dispatch.Publisher
-	Scanner   *scanner.Scanner
+	publisher *dispatch.Publisher
+	scanner   *scanner.Scanner
 	Leaser    *scanner.Leaser
-	Wakes     *scanner.Wakes
-	Sweeper   *rebalance.Sweeper
-	Namer     *storm.Namer
+	wakes     *scanner.Wakes
+	sweeper   *rebalance.Sweeper
+	namer     *storm.Namer
 	Ingest    *ingest.Ingest
 	HTTP      *httpapi.Server
 }
 
-// InstanceID returns the configured id or hostname-pid-random.
-func InstanceID(cfg configs.Config) string {
+// instanceID returns the configured id or hostname-pid-random.
+func instanceID(cfg configs.Config) string {
 	if cfg.InstanceID != "" {
 		return cfg.InstanceID
 	}
@@ -86,15 +86,15 @@ func (a *App) ID() string { return a.id }
 // Kafka cannot be reached or the HTTP address cannot be bound. What it built
 // before failing is closed again.
 func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks) (*App, error) {
-	a := &App{cfg: cfg, id: InstanceID(cfg), Metrics: metrics.New()}
+	a := &App{cfg: cfg, id: instanceID(cfg), Metrics: metrics.New()}
 	a.log = log.With("instance", a.id)
 	// A write of a deadline due before the scanners' next poll wakes the
 	// shard's scanner: this process's at once, another instance's through
 	// Redis. Everything reads and writes through the store, so it is built
-	// first, and its arrow to the wake-ups goes to a.Wakes, built once
+	// first, and its arrow to the wake-ups goes to a.wakes, built once
 	// the scanners it wakes are (build).
 	opts := storeOptions(cfg.Redis)
-	opts.Wakes = shard.Wakes{Within: cfg.Scanner.WakeWithin(), Announce: func(shards []int) { a.Wakes.Announce(shards) }}
+	opts.Wakes = shard.Wakes{Within: cfg.Scanner.WakeWithin(), Announce: func(shards []int) { a.wakes.Announce(shards) }}
 	var err error
 	if a.rdb, a.Store, err = connect(ctx, cfg.Redis, opts, true); err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	// acknowledged, and asks it the storm_id of the timeouts.
 	tally := storm.NewTally(storm.TallyOptions{Store: a.Store, GateStormID: a.gateStormID()})
 	var err error
-	a.Publisher, err = dispatch.New(cfg.Dispatch, cfg.Kafka, dispatch.Options{
+	a.publisher, err = dispatch.New(cfg.Dispatch, cfg.Kafka, dispatch.Options{
 		Policy: a.policy, PadWindow: cfg.Ingest.CoalesceWindow, Metrics: a.Metrics, Logger: a.log,
 		StormID: tally.StormID, Published: tally.Published,
 	})
@@ -144,13 +144,13 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		}
 		leader = a.leads
 	}
-	a.Namer = storm.NewNamer(cfg.Storm, storm.NamerOptions{
+	a.namer = storm.NewNamer(cfg.Storm, storm.NamerOptions{
 		Store: a.Store, Tally: tally, MinTimeout: cfg.Timeouts.Min, Leader: leader,
-		Announce: a.Publisher.StormEvent, Tracked: a.tracked, Metrics: a.Metrics, Log: a.log,
+		Announce: a.publisher.StormEvent, Tracked: a.tracked, Metrics: a.Metrics, Log: a.log,
 	})
 	// What the store announces (New) goes to this process's scanners, and
 	// to the other instances' through Redis.
-	a.Wakes = scanner.NewWakes(scanner.WakesOptions{Store: a.Store, Scanner: a.Scanner, Log: a.log})
+	a.wakes = scanner.NewWakes(scanner.WakesOptions{Store: a.Store, Scanner: a.scanner, Log: a.log})
 	if cfg.HasRole(configs.RoleIngest) {
 		if err := a.buildIngest(hooks); err != nil {
 			return err
@@ -172,7 +172,7 @@ func (a *App) connectKafka(ctx context.Context) error {
 // initial one on a fresh deployment.
 func (a *App) buildLayout(ctx context.Context) error {
 	var err error
-	if a.policy, err = LoadPolicy(ctx, a.Store, a.cfg.Timeouts); err != nil {
+	if a.policy, err = loadPolicy(ctx, a.Store, a.cfg.Timeouts); err != nil {
 		return err
 	}
 	a.Watcher = rebalance.NewWatcher(a.Store, a.cfg.Shards, a.log)
@@ -186,19 +186,19 @@ func (a *App) buildLayout(ctx context.Context) error {
 func (a *App) buildScanners(hooks Hooks) error {
 	cfg := a.cfg
 	var err error
-	a.Scanner, err = scanner.New(cfg.Scanner, scanner.Options{
-		Store: a.Store, Dispatcher: a.Publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: a.log,
+	a.scanner, err = scanner.New(cfg.Scanner, scanner.Options{
+		Store: a.Store, Dispatcher: a.publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: a.log,
 		RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
-		DrainTimeout: drainTimeout(cfg.ShutdownTimeout), Timing: a.Publisher.Timing, Hooks: hooks.Scanner,
+		DrainTimeout: drainTimeout(cfg.ShutdownTimeout), Timing: a.publisher.Timing, Hooks: hooks.Scanner,
 	})
 	if err != nil {
 		return err
 	}
 	a.Leaser = scanner.NewLeaser(scanner.LeaserOptions{
 		Store: a.Store, Instance: a.id, TTL: cfg.Scanner.LeaseTTL, Layout: a.Watcher,
-		Apply: a.Scanner.SetShards, Drain: a.Scanner.Drain, Metrics: a.Metrics, Log: a.log,
+		Apply: a.scanner.SetShards, Drain: a.scanner.Drain, Metrics: a.Metrics, Log: a.log,
 	})
-	a.Sweeper = rebalance.NewSweeper(rebalance.SweeperOptions{
+	a.sweeper = rebalance.NewSweeper(rebalance.SweeperOptions{
 		Store: a.Store, Watcher: a.Watcher, Leader: a.leads, Metrics: a.Metrics, Log: a.log,
 	})
 	return nil
@@ -210,7 +210,7 @@ func (a *App) buildIngest(hooks Hooks) error {
 	cfg := a.cfg
 	var rec ingest.RecoveryPublisher
 	if cfg.Dispatch.RecoveryWindow > 0 {
-		rec = a.Publisher
+		rec = a.publisher
 	}
 	var raised func(map[int]int64)
 	if a.Gate != nil {

@@ -222,11 +222,11 @@ func sessionBounds(ctx context.Context, client *kafka.Client, md *kafka.Metadata
 	return lo, hi, nil
 }
 
-// LoadPolicy registers the configured classes and returns the policy. Class
+// loadPolicy registers the configured classes and returns the policy. Class
 // ids are shared by every instance through Redis (they are stored in the
 // deadlines' scores), so the policy is built from what Redis holds, not
 // from the order of this instance's configuration.
-func LoadPolicy(ctx context.Context, store *shard.Store, tc timeouts.Config) (*timeouts.Policy, error) {
+func loadPolicy(ctx context.Context, store *shard.Store, tc timeouts.Config) (*timeouts.Policy, error) {
 	names := tc.ClassNames()
 	if _, err := store.RegisterClasses(ctx, names); err != nil {
 		return nil, err

@@ -49,19 +49,19 @@ func (a *App) stages() []stage {
 		ingest.closers = []closer{{"dead-letter writer close", a.Ingest.Close}}
 	}
 	scanners, leases := stage{name: "scanners"}, stage{name: "leases"}
-	if a.Scanner != nil {
-		scanners.parts = []part{{"scanner", a.Scanner.Run}}
-		scanners.closers = []closer{{"scanner close", a.Scanner.Close}}
+	if a.scanner != nil {
+		scanners.parts = []part{{"scanner", a.scanner.Run}}
+		scanners.closers = []closer{{"scanner close", a.scanner.Close}}
 		leases.parts = []part{{"leaser", a.Leaser.Run}}
 	}
-	if a.Namer != nil {
+	if a.namer != nil {
 		// It publishes storm events and counts what dispatch published:
 		// it stops with the scanners, before the producers close.
-		scanners.parts = append(scanners.parts, part{"storm namer", a.Namer.Run})
+		scanners.parts = append(scanners.parts, part{"storm namer", a.namer.Run})
 	}
 	producers := stage{name: "producers"}
-	if a.Publisher != nil {
-		producers.closers = []closer{{"producer close", a.Publisher.Close}}
+	if a.publisher != nil {
+		producers.closers = []closer{{"producer close", a.publisher.Close}}
 	}
 	shared := stage{name: "shared"}
 	if a.HTTP != nil {
@@ -74,11 +74,11 @@ func (a *App) stages() []stage {
 	if a.Gate != nil {
 		shared.parts = append(shared.parts, part{"watermark", a.Gate.Run})
 	}
-	if a.Wakes != nil {
-		shared.parts = append(shared.parts, part{"wakes", a.Wakes.Run})
+	if a.wakes != nil {
+		shared.parts = append(shared.parts, part{"wakes", a.wakes.Run})
 	}
-	if a.Sweeper != nil {
-		shared.parts = append(shared.parts, part{"sweeper", a.Sweeper.Run})
+	if a.sweeper != nil {
+		shared.parts = append(shared.parts, part{"sweeper", a.sweeper.Run})
 	}
 	if a.kafka != nil {
 		shared.closers = append(shared.closers, closer{"kafka client close", func() error { kafkaconn.CloseClient(a.kafka); return nil }})
@@ -153,14 +153,14 @@ func (a *App) Run(ctx context.Context) error {
 	return runErr
 }
 
-// ErrShutdownTimeout is Run's error when shutdown_timeout passed before
+// errShutdownTimeout is Run's error when shutdown_timeout passed before
 // every stage stopped.
-var ErrShutdownTimeout = errors.New("shutdown_timeout passed before every part stopped")
+var errShutdownTimeout = errors.New("shutdown_timeout passed before every part stopped")
 
 // stop stops the running stages in order, within timeout for all of them
 // (shutdown_timeout bounds the whole shutdown, as a platform's grace
 // period does: a stage that hangs must not keep the process from
-// exiting). Past it, stop returns ErrShutdownTimeout, naming the stage
+// exiting). Past it, stop returns errShutdownTimeout, naming the stage
 // still stopping, and leaves the rest to the process's exit: what was not
 // committed or removed is read again by the next owner.
 func (a *App) stop(run []*running, runErr error, timeout time.Duration) error {
@@ -185,7 +185,7 @@ func (a *App) stop(run []*running, runErr error, timeout time.Duration) error {
 	case <-t.C:
 		stage, _ := current.Load().(string)
 		a.log.Error("shutdown_timeout passed; exiting without waiting further", "shutdown_timeout", timeout, "stage", stage)
-		return fmt.Errorf("%w (stage %s still stopping after %s)", ErrShutdownTimeout, stage, timeout)
+		return fmt.Errorf("%w (stage %s still stopping after %s)", errShutdownTimeout, stage, timeout)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 
 // TestShutdownTimeoutBoundsTheWholeShutdown: a stage that does not stop
 // does not keep the process from exiting: stop returns
-// ErrShutdownTimeout once shutdown_timeout passed, naming the stage, and
+// errShutdownTimeout once shutdown_timeout passed, naming the stage, and
 // the stages before it were stopped and released in order.
 func TestShutdownTimeoutBoundsTheWholeShutdown(t *testing.T) {
 	a := &App{log: slog.New(slog.DiscardHandler)}
@@ -25,8 +25,8 @@ func TestShutdownTimeoutBoundsTheWholeShutdown(t *testing.T) {
 	run := []*running{a.start(context.Background(), quick, failed), a.start(context.Background(), stuck, failed)}
 	start := time.Now()
 	err := a.stop(run, nil, 200*time.Millisecond)
-	if !errors.Is(err, ErrShutdownTimeout) {
-		t.Fatalf("stop: %v, want ErrShutdownTimeout", err)
+	if !errors.Is(err, errShutdownTimeout) {
+		t.Fatalf("stop: %v, want errShutdownTimeout", err)
 	}
 	if took := time.Since(start); took < 200*time.Millisecond {
 		t.Errorf("stop returned after %v, before shutdown_timeout", took)

@@ -61,7 +61,7 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 		return fmt.Errorf("embedded kafka: %w", err)
 	}
 	defer stopKafka()
-	redisAddr, kind, stopRedis, err := StartRedis(ctx)
+	redisAddr, kind, stopRedis, err := startRedis(ctx)
 	if err != nil {
 		return fmt.Errorf("redis for dev: %w", err)
 	}

@@ -19,17 +19,17 @@ import (
 	"github.com/flatline-dev/flatline/internal/redisconn"
 )
 
-// RedisKind says which Redis StartRedis started.
-type RedisKind string
+// redisKind says which Redis startRedis started.
+type redisKind string
 
 const (
-	// RedisServer is a redis-server child process found on PATH.
-	RedisServer RedisKind = "redis-server"
-	// Miniredis is the in-process github.com/alicebob/miniredis/v2 server,
+	// kindRedisServer is a redis-server child process found on PATH.
+	kindRedisServer redisKind = "redis-server"
+	// kindMiniredis is the in-process github.com/alicebob/miniredis/v2 server,
 	// the fallback when redis-server is not installed. It implements the
 	// commands and Lua scripting flatline uses, single-threaded and in
 	// memory; good for a demo, not for load figures.
-	Miniredis RedisKind = "miniredis"
+	kindMiniredis redisKind = "miniredis"
 )
 
 const (
@@ -38,11 +38,11 @@ const (
 	redisPortAttempts = 5
 )
 
-// StartRedis starts a Redis without persistence on a free 127.0.0.1 port:
+// startRedis starts a Redis without persistence on a free 127.0.0.1 port:
 // redis-server from PATH as a child process, or, when it is not installed, an
 // in-process miniredis. ctx bounds the start only; stop ends the server (the
 // child is also killed if this process dies).
-func StartRedis(ctx context.Context) (addr string, kind RedisKind, stop func(), err error) {
+func startRedis(ctx context.Context) (addr string, kind redisKind, stop func(), err error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if err := ctx.Err(); err != nil {
@@ -55,12 +55,12 @@ func StartRedis(ctx context.Context) (addr string, kind RedisKind, stop func(), 
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return "", "", nil, fmt.Errorf("start miniredis: %w", err)
 		}
-		return m.Addr(), Miniredis, m.Close, nil
+		return m.Addr(), kindMiniredis, m.Close, nil
 	}
 	for attempt := 1; ; attempt++ {
 		addr, stop, err = startRedisServer(ctx, bin)
 		if err == nil {
-			return addr, RedisServer, stop, nil
+			return addr, kindRedisServer, stop, nil
 		}
 		if !errors.Is(err, errAddrInUse) || attempt == redisPortAttempts {
 			return "", "", nil, fmt.Errorf("start redis-server: %w", err)

@@ -8,7 +8,7 @@
 -- ARGV[1]  start: the lowest score of this chunk, a ZRANGEBYSCORE bound
 --          ("-inf", "123" or "(123")
 -- ARGV[2]  limit: at most this many members are read (at least 1)
--- ARGV[3]  2^MetaBits, ARGV[4] 2^ClassBits: the score encoding, handed
+-- ARGV[3]  2^metaBits, ARGV[4] 2^classBits: the score encoding, handed
 --          down from Go so it is written once
 --
 -- Returns {next, id1, n1, id2, n2, ...}: the start of the next chunk ("" when

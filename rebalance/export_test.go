@@ -1,0 +1,4 @@
+package rebalance
+
+// Ensure for the external tests.
+var Ensure = ensure

@@ -1,0 +1,4 @@
+package shard
+
+// maxClassID for the external tests.
+const MaxClassID = maxClassID
