@@ -74,9 +74,9 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
 		sc.order.Lock()
 		var raced []shard.Raced
-		removed, err := retry.Value(ctx, ackedBackoff, nil, func() (n int, err error) {
-			n, raced, err = s.opts.Store.Fired(ctx, sc.id, fire, prune)
-			return n, err
+		err = retry.Do(ctx, ackedBackoff, nil, func() (err error) {
+			_, raced, err = s.opts.Store.Fired(ctx, sc.id, fire, prune)
+			return err
 		})
 		sc.release(batch)
 		released = true
@@ -94,8 +94,8 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 				return
 			}
 		}
-		if h := s.opts.Hooks.Fired; h != nil {
-			h(sc.id, fire, removed)
+		for _, m := range fire {
+			s.TestSignals.Fired.Send(m.ID)
 		}
 	}()
 }

@@ -47,18 +47,13 @@ func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, b
 	if err := gate.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	fired := make(chan string, 1000)
 	sc, err := scanner.New(scanner.DefaultConfig(), scanner.Options{
 		Store: store, Dispatcher: pub, Gate: gate, Layout: layout, Metrics: m, Log: log,
-		Hooks: scanner.Hooks{Fired: func(_ int, batch []shard.Member, removed int) {
-			for _, mb := range batch {
-				fired <- mb.ID
-			}
-		}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.TestSignals.Init(t)
 	if err := sc.SetShards(shards); err != nil {
 		t.Fatal(err)
 	}
@@ -70,5 +65,5 @@ func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, b
 		<-done // Run returned: its batches in flight are drained
 		_ = pub.Close()
 	})
-	return fired, m
+	return sc.TestSignals.Fired.C(), m
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/retry"
+	"github.com/flatline-dev/flatline/internal/testsignal"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -31,14 +32,24 @@ type Dispatcher interface {
 // same silence again.
 const defaultMinDownMemory = 10 * time.Minute
 
-// Hooks let tests observe and interleave with a scanner deterministically.
+// Hooks let tests interleave with a scanner deterministically: each runs
+// on the scanner's goroutine, which waits for it.
 type Hooks struct {
 	// BeforeRemove runs after Kafka acknowledged a batch and before its
 	// members are (conditionally) removed from the shard.
 	BeforeRemove func(shardID int, batch []shard.Member)
-	// Fired runs after a batch's members were removed.
-	Fired func(shardID int, batch []shard.Member, removed int)
 }
+
+// ScannerTestSignals tell the tests that Init them what a Scanner did
+// (internal/testsignal); off, they cost a nil check.
+type ScannerTestSignals struct {
+	// Fired receives the id of every member removed after Kafka
+	// acknowledged its timeout.
+	Fired testsignal.Signal[string]
+}
+
+// Init turns every signal on; call it before Run.
+func (ts *ScannerTestSignals) Init(tb testsignal.TB) { ts.Fired.Init(tb) }
 
 // Options wire a Scanner.
 type Options struct {
@@ -116,6 +127,8 @@ type Scanner struct {
 	scans retry.Outage
 	// ran is set by Run (Close then leaves the scheduler to it).
 	ran atomic.Bool
+
+	TestSignals ScannerTestSignals
 }
 
 // scanFailed counts a failed scan and logs the start of an outage once.

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/flatline-dev/flatline/internal/retry"
+	"github.com/flatline-dev/flatline/internal/testsignal"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -35,10 +36,18 @@ type Wakes struct {
 
 	publish retry.Outage
 
-	// Subscribed, if set, receives after every subscription (tests wait
-	// on it); it never blocks the listener.
-	Subscribed chan struct{}
+	TestSignals WakesTestSignals
 }
+
+// WakesTestSignals tell the tests that Init them what a Wakes did
+// (internal/testsignal); off, they cost a nil check.
+type WakesTestSignals struct {
+	// Subscribed receives after every subscription go-redis confirmed.
+	Subscribed testsignal.Signal[struct{}]
+}
+
+// Init turns every signal on; call it before Run.
+func (ts *WakesTestSignals) Init(tb testsignal.TB) { ts.Subscribed.Init(tb) }
 
 // WakesOptions wire a Wakes.
 type WakesOptions struct {
@@ -132,12 +141,7 @@ func (w *Wakes) listen(ctx context.Context) {
 		}
 		if subscribed {
 			w.scanner.wakeAll()
-			if w.Subscribed != nil {
-				select {
-				case w.Subscribed <- struct{}{}:
-				default:
-				}
-			}
+			w.TestSignals.Subscribed.Send(struct{}{})
 			continue
 		}
 		for _, i := range shards {

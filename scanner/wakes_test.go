@@ -26,8 +26,9 @@ type instance struct {
 
 // startInstance starts an instance over rdb with key prefix; firing is not
 // held back by the watermark. It scans nothing until the test calls
-// SetShards, and returns once its wakes subscription is confirmed.
-func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg scanner.Config, shards int, hooks scanner.Hooks) *instance {
+// SetShards, and returns once its wakes subscription is confirmed. The ids
+// of the members it fires arrive on its fired channel.
+func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg scanner.Config, shards int) *instance {
 	t.Helper()
 	ctx := testenv.Context(t, 30*time.Second)
 	log := slog.New(slog.DiscardHandler)
@@ -48,13 +49,14 @@ func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg s
 	}
 	sc, err := scanner.New(cfg, scanner.Options{
 		Store: store, Dispatcher: &countingDispatcher{}, Gate: gate, Layout: fixedLayout{shard.Layout{Count: shards}},
-		Metrics: metrics.New(), Log: log, DrainTimeout: 5 * time.Second, Hooks: hooks,
+		Metrics: metrics.New(), Log: log, DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.TestSignals.Init(t)
 	wakes = scanner.NewWakes(scanner.WakesOptions{Store: store, Scanner: sc, Log: log})
-	wakes.Subscribed = make(chan struct{}, 1)
+	wakes.TestSignals.Init(t)
 	runCtx, stop := context.WithCancel(context.Background())
 	var running sync.WaitGroup
 	running.Go(func() { _ = sc.Run(runCtx) })
@@ -64,7 +66,7 @@ func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg s
 		running.Wait()
 	})
 	select {
-	case <-wakes.Subscribed:
+	case <-wakes.TestSignals.Subscribed.C():
 	case <-ctx.Done():
 		t.Fatal("the wakes subscription was not confirmed")
 	}
@@ -79,17 +81,6 @@ func wakeTest(t *testing.T, interval time.Duration) (*testenv.RedisServer, strin
 	cfg := scanner.DefaultConfig()
 	cfg.Interval = interval
 	return testenv.Redis(t), testenv.Prefix(t), testenv.Context(t, 30*time.Second), cfg
-}
-
-// firedIDs returns a Fired hook that sends every fired member's id to the
-// returned channel.
-func firedIDs() (scanner.Hooks, <-chan string) {
-	ch := make(chan string, 100)
-	return scanner.Hooks{Fired: func(_ int, batch []shard.Member, _ int) {
-		for _, m := range batch {
-			ch <- m.ID
-		}
-	}}, ch
 }
 
 func waitFired(ctx context.Context, t *testing.T, fired <-chan string, id, why string) {
@@ -116,10 +107,9 @@ func waitFired(ctx context.Context, t *testing.T, fired <-chan string, id, why s
 func TestSoonDeadlineWakesTheScannerOfItsShard(t *testing.T) {
 	t.Parallel()
 	srv, prefix, ctx, cfg := wakeTest(t, time.Minute)
-	hooksA, firedA := firedIDs()
-	hooksB, firedB := firedIDs()
-	a := startInstance(t, srv.Client(t), prefix, cfg, 2, hooksA)
-	b := startInstance(t, srv.Client(t), prefix, cfg, 2, hooksB)
+	a := startInstance(t, srv.Client(t), prefix, cfg, 2)
+	b := startInstance(t, srv.Client(t), prefix, cfg, 2)
+	firedA, firedB := a.scanner.TestSignals.Fired.C(), b.scanner.TestSignals.Fired.C()
 	keys := shard.NewKeys(prefix)
 	due := shard.Score(time.Now().Add(-time.Second).UnixMilli(), 0)
 	for i, id := range []string{"started-0", "started-1"} {
@@ -215,7 +205,7 @@ func TestIdleShardCostsOneCommandPerPoll(t *testing.T) {
 	count := &commandCounter{passes: map[string]int{}, polled: map[string]int{}, poll: make(chan struct{}, 1)}
 	rdb := srv.Client(t)
 	rdb.AddHook(count)
-	in := startInstance(t, rdb, prefix, cfg, 2, scanner.Hooks{})
+	in := startInstance(t, rdb, prefix, cfg, 2)
 	keys := shard.NewKeys(prefix)
 	// Shard 0 holds a deadline an hour away, shard 1 nothing.
 	if err := rdb.ZAdd(ctx, keys.Deadlines(0), redis.Z{Member: "later", Score: shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)}).Err(); err != nil {
@@ -277,7 +267,7 @@ func TestPollReadsTheShardsASliceAtATime(t *testing.T) {
 	rec := &pollRecorder{poll: make(chan []string, 100)}
 	rdb := srv.Client(t)
 	rdb.AddHook(rec)
-	in := startInstance(t, rdb, prefix, cfg, 8, scanner.Hooks{})
+	in := startInstance(t, rdb, prefix, cfg, 8)
 	if err := in.scanner.SetShards([]int{0, 1, 2, 3, 4, 5}); err != nil {
 		t.Fatal(err)
 	}
@@ -354,8 +344,8 @@ func (r *pollRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 func TestResubscribedInstancePassesEveryShard(t *testing.T) {
 	t.Parallel()
 	srv, prefix, ctx, cfg := wakeTest(t, time.Minute)
-	hooks, fired := firedIDs()
-	in := startInstance(t, srv.Client(t), prefix, cfg, 1, hooks)
+	in := startInstance(t, srv.Client(t), prefix, cfg, 1)
+	fired := in.scanner.TestSignals.Fired.C()
 	rdb := srv.Client(t)
 	deadlines := shard.NewKeys(prefix).Deadlines(0)
 	if err := rdb.ZAdd(ctx, deadlines, redis.Z{Member: "started", Score: shard.Score(time.Now().Add(-time.Second).UnixMilli(), 0)}).Err(); err != nil {
@@ -373,7 +363,7 @@ func TestResubscribedInstancePassesEveryShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-in.wakes.Subscribed:
+	case <-in.wakes.TestSignals.Subscribed.C():
 	case <-ctx.Done():
 		t.Fatal("go-redis did not subscribe again")
 	}
@@ -421,16 +411,17 @@ func TestGatePollsOnlyWhileADeadlineWaits(t *testing.T) {
 	// A deadline due by the clock, past the watermark the gate last read
 	// (t0) and the one in Redis (t1): the scanner holds it and the gate
 	// polls until a raise passes it.
-	hooks, fired := firedIDs()
 	cfg := scanner.DefaultConfig()
 	cfg.Interval = time.Hour // no safety-net poll wakes the shard: only the gate's reads can
 	sc, err := scanner.New(cfg, scanner.Options{
 		Store: store, Dispatcher: &countingDispatcher{}, Gate: gate, Layout: fixedLayout{shard.Layout{Count: 1}},
-		Metrics: metrics.New(), Log: log, DrainTimeout: 5 * time.Second, Hooks: hooks,
+		Metrics: metrics.New(), Log: log, DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sc.TestSignals.Init(t)
+	fired := sc.TestSignals.Fired.C()
 	deadline := time.Now().Add(-10 * time.Second).UnixMilli()
 	keys := store.Keys()
 	if err := rdb.ZAdd(ctx, keys.Deadlines(0), redis.Z{Member: "held", Score: shard.Score(deadline, 0)}).Err(); err != nil {
