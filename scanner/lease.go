@@ -146,41 +146,74 @@ func (l *Leaser) Run(ctx context.Context) error {
 	}
 }
 
+// round is one turn of the leaser, in steps: learn this instance's share
+// of the shards (target), renew the leases that are due (renew), give up
+// those over the share (shed), take free ones up to it (acquire); then
+// apply the ownership if it changed, and report it.
 func (l *Leaser) round(ctx context.Context) {
 	now := l.now()
+	sh, ok := l.target(ctx, now)
+	if !ok {
+		return
+	}
+	lost := l.renew(ctx, now, sh.n)
+	shed := l.shed(ctx, sh.target)
+	gained := l.acquire(ctx, now, sh)
+	changed := lost || shed || gained
+	if changed {
+		if err := l.apply(l.Owned()); err != nil {
+			l.log.Error("apply shard ownership", "err", err)
+		}
+	}
+	l.report(sh.n, changed)
+}
+
+// share is this instance's part of the shards in one round.
+type share struct {
+	n      int // the layout's shards
+	peers  int // live instances
+	rank   int // this instance's place among them, sorted by id
+	target int // how many leases it holds
+}
+
+// target registers this instance and returns its share of the layout's
+// shards: instances sorted by id share them, the first n%peers taking one
+// more, so the counts differ by at most one and add up to n. ok is false
+// when there are no shards or the registration failed; then the leases
+// not renewed for a whole TTL are given up.
+func (l *Leaser) target(ctx context.Context, now time.Time) (sh share, ok bool) {
 	live, err := l.store.RegisterInstance(ctx, l.id, now.UnixMilli(), now.Add(-l.ttl).UnixMilli())
 	if err != nil {
 		if ctx.Err() == nil {
 			l.log.Debug("instance registration failed", "err", err)
 			l.expire(now)
 		}
-		return
+		return share{}, false
 	}
-	n := l.layout.Current().Shards()
-	if n == 0 {
-		return
+	sh = share{n: l.layout.Current().Shards(), peers: max(len(live), 1)}
+	if sh.n == 0 {
+		return share{}, false
 	}
 	sort.Strings(live)
-	peers := len(live)
-	if peers == 0 {
-		peers = 1
-	}
-	// Instances sorted by id share the shards: the first n%peers take one
-	// more, so the counts differ by at most one and add up to n.
-	rank := 0
 	for k, inst := range live {
 		if inst == l.id {
-			rank = k
+			sh.rank = k
 		}
 	}
-	target := n / peers
-	if rank < n%peers {
-		target++
+	sh.target = sh.n / sh.peers
+	if sh.rank < sh.n%sh.peers {
+		sh.target++
 	}
-	changed := false
-	// Renewed in one round trip, and each lease only once a renewal is
-	// due, so an instance's leases cost Redis little however many
-	// shards it scans; at most renewBudget at a time, the oldest first.
+	return sh, true
+}
+
+// renew renews the owned leases that are due, in one round trip, and
+// drops those lost: another instance holds them, or the layout shrank
+// below them. Each lease is renewed only once a renewal is due, so an
+// instance's leases cost Redis little however many shards it scans; at
+// most renewBudget at a time, the oldest first. It reports whether a lease
+// was lost.
+func (l *Leaser) renew(ctx context.Context, now time.Time, n int) bool {
 	var renew, lost []int
 	for id := range l.owned {
 		switch {
@@ -211,15 +244,20 @@ func (l *Leaser) round(ctx context.Context) {
 		l.mu.Lock()
 		delete(l.owned, id)
 		l.mu.Unlock()
-		changed = true
 		l.log.Info("scanner lease lost", "shard", id)
 	}
-	// Give extra shards up (highest first) so a newcomer can take them.
+	return len(lost) > 0
+}
+
+// shed gives up the leases over target, highest shard first, so that a
+// newcomer can take them. Each shard stops being scanned, and its batches
+// in flight finish, before its lease is released: the next owner does not
+// fire them again. It reports whether it released any.
+func (l *Leaser) shed(ctx context.Context, target int) bool {
+	released := false
 	for len(l.owned) > target {
 		ids := l.Owned()
 		id := ids[len(ids)-1]
-		// Stop scanning it and let its batches finish first, so the next
-		// owner does not fire them again.
 		l.mu.Lock()
 		delete(l.owned, id)
 		l.mu.Unlock()
@@ -230,46 +268,53 @@ func (l *Leaser) round(ctx context.Context) {
 		if err := l.store.ReleaseLease(ctx, id, l.id); err != nil {
 			break // it expires by itself
 		}
-		changed = true
+		released = true
 		l.log.Info("scanner lease released for balance", "shard", id)
 	}
-	if len(l.owned) < target {
-		// Start at a different shard per instance to spread contention.
-		start := rank * n / peers
-		for k := 0; k < n && len(l.owned) < target; k++ {
-			id := (start + k) % n
-			if l.owned[id] {
-				continue
-			}
-			ok, err := l.store.AcquireLease(ctx, id, l.id, l.ttl)
-			if err != nil {
-				break
-			}
-			if ok {
-				l.renewed[id] = now
-				l.mu.Lock()
-				l.owned[id] = true
-				l.mu.Unlock()
-				changed = true
-				l.log.Info("scanner lease gained", "shard", id)
-			}
+	return released
+}
+
+// acquire takes free leases until this instance holds its target, starting
+// at a different shard per instance to spread the contention. It reports
+// whether it gained any.
+func (l *Leaser) acquire(ctx context.Context, now time.Time, sh share) bool {
+	gained := false
+	start := sh.rank * sh.n / sh.peers
+	for k := 0; k < sh.n && len(l.owned) < sh.target; k++ {
+		id := (start + k) % sh.n
+		if l.owned[id] {
+			continue
+		}
+		ok, err := l.store.AcquireLease(ctx, id, l.id, l.ttl)
+		if err != nil {
+			break
+		}
+		if ok {
+			l.renewed[id] = now
+			l.mu.Lock()
+			l.owned[id] = true
+			l.mu.Unlock()
+			gained = true
+			l.log.Info("scanner lease gained", "shard", id)
 		}
 	}
-	if changed {
-		if err := l.apply(l.Owned()); err != nil {
-			l.log.Error("apply shard ownership", "err", err)
-		}
+	return gained
+}
+
+// report sets the ownership gauges when the ownership or the shard count
+// changed since they were last set.
+func (l *Leaser) report(n int, changed bool) {
+	if l.metrics == nil || (!changed && n == l.reported) {
+		return
 	}
-	if l.metrics != nil && (changed || n != l.reported) {
-		l.reported = n
-		l.metrics.LeasesOwned.Set(float64(len(l.owned)))
-		for id := 0; id < n; id++ {
-			v := 0.0
-			if l.owned[id] {
-				v = 1
-			}
-			l.metrics.LeaseOwned.WithLabelValues(strconv.Itoa(id)).Set(v)
+	l.reported = n
+	l.metrics.LeasesOwned.Set(float64(len(l.owned)))
+	for id := 0; id < n; id++ {
+		v := 0.0
+		if l.owned[id] {
+			v = 1
 		}
+		l.metrics.LeaseOwned.WithLabelValues(strconv.Itoa(id)).Set(v)
 	}
 }
 
