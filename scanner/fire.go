@@ -14,9 +14,9 @@ import (
 // Run's drain ends them.
 var ackedBackoff = retry.Backoff{Min: 10 * time.Millisecond, Max: 2 * time.Second}
 
-// dispatch hands a batch to dispatch in its own goroutine, removes the
-// members once Kafka acknowledged them, and releases them from the in-flight
-// set.
+// dispatch hands a batch to dispatch in its own goroutine (fire), which
+// removes the members once Kafka acknowledged them and releases them from
+// the in-flight set.
 func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyElsewhere) {
 	s := sc.s
 	detectedAt := s.opts.Now()
@@ -28,76 +28,108 @@ func (sc *shardScanner) dispatch(batch []shard.Member, others map[string]copyEls
 	go func() {
 		defer s.inflight.Done()
 		defer sc.out.Done()
-		released, moved := false, false
-		defer func() {
-			if !released {
-				sc.release(batch) // not removed: read again by a later pass
-			}
-			if moved {
-				// Members given a new deadline left the shard's front while
-				// counted in flight: a pass reads the shard again now, and
-				// arms its timer for what is next, instead of at the poll.
-				sc.wake()
-			}
-		}()
-		ctx := s.dispatchCtx
-		fire, err := sc.dropReplays(ctx, batch)
-		if err != nil {
-			s.opts.Metrics.ScanErrors.Inc()
-			return // stays in the shard; the next pass retries
+		sc.fire(batch, others, detectedAt)
+	}()
+}
+
+// fire publishes one group, in steps: keep the members that may fire
+// (firing), publish their timeouts and wait for Kafka's acknowledgement,
+// remove them (remove), then publish the recoveries that raced them and
+// remove their other copies (afterRemoval). What is not removed is
+// released to be read again by a later pass.
+func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhere, detectedAt time.Time) {
+	s := sc.s
+	ctx := s.dispatchCtx
+	released, moved := false, false
+	defer func() {
+		if !released {
+			sc.release(batch) // not removed: read again by a later pass
 		}
-		overrides, err := s.opts.Store.OverridesOf(ctx, sc.id, fire)
-		if err != nil {
-			s.opts.Metrics.ScanErrors.Inc()
-			return // stays in the shard; the next pass retries
-		}
-		n := len(fire)
-		if fire, err = sc.reenter(ctx, fire, overrides); err != nil {
-			s.opts.Metrics.ScanErrors.Inc()
-			return // stays in the shard; the next pass retries
-		}
-		moved = len(fire) < n
-		if len(fire) == 0 {
-			return
-		}
-		if err := s.opts.Dispatcher.Timeouts(ctx, sc.id, fire, overrides, detectedAt); err != nil {
-			return // shutting down: the members stay for the next owner
-		}
-		if h := s.opts.Hooks.BeforeRemove; h != nil {
-			h(sc.id, fire)
-		}
-		minDown := s.opts.MinDownMemory
-		if minDown == 0 {
-			minDown = defaultMinDownMemory
-		}
-		remember := max(s.opts.RecoveryWindow, minDown)
-		prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
-		sc.order.Lock()
-		var raced []shard.Raced
-		err = retry.Do(ctx, ackedBackoff, nil, func() (err error) {
-			_, raced, err = s.opts.Store.Fired(ctx, sc.id, fire, prune)
-			return err
-		})
-		sc.release(batch)
-		released = true
-		sc.order.Unlock()
-		if err != nil {
-			return
-		}
-		if len(raced) > 0 && s.opts.RecoveryWindow > 0 {
-			if err := retry.Do(ctx, ackedBackoff, nil, func() error { return sc.reportRaced(ctx, raced) }); err != nil {
-				return
-			}
-		}
-		if len(others) > 0 {
-			if err := retry.Do(ctx, ackedBackoff, nil, func() error { return sc.removeOthers(ctx, others) }); err != nil {
-				return
-			}
-		}
-		for _, m := range fire {
-			s.TestSignals.Fired.Send(m.ID)
+		if moved {
+			// Members given a new deadline left the shard's front while
+			// counted in flight: a pass reads the shard again now, and
+			// arms its timer for what is next, instead of at the poll.
+			sc.wake()
 		}
 	}()
+	fire, overrides, moved, err := sc.firing(ctx, batch)
+	if err != nil {
+		s.opts.Metrics.ScanErrors.Inc()
+		return // stays in the shard; the next pass retries
+	}
+	if len(fire) == 0 {
+		return
+	}
+	if err := s.opts.Dispatcher.Timeouts(ctx, sc.id, fire, overrides, detectedAt); err != nil {
+		return // shutting down: the members stay for the next owner
+	}
+	if h := s.opts.Hooks.BeforeRemove; h != nil {
+		h(sc.id, fire)
+	}
+	raced, err := sc.remove(ctx, batch, fire)
+	released = true
+	if err != nil {
+		return
+	}
+	sc.afterRemoval(ctx, fire, raced, others)
+}
+
+// firing returns the members of batch that fire and their override
+// timeouts: not the replays (dropReplays), nor those a hold kept, which
+// are given a new deadline instead (reenter; moved says there were some).
+func (sc *shardScanner) firing(ctx context.Context, batch []shard.Member) (fire []shard.Member, overrides map[string]int64, moved bool, err error) {
+	if fire, err = sc.dropReplays(ctx, batch); err != nil {
+		return nil, nil, false, err
+	}
+	if overrides, err = sc.s.opts.Store.OverridesOf(ctx, sc.id, fire); err != nil {
+		return nil, nil, false, err
+	}
+	n := len(fire)
+	if fire, err = sc.reenter(ctx, fire, overrides); err != nil {
+		return nil, nil, false, err
+	}
+	return fire, overrides, len(fire) < n, nil
+}
+
+// remove takes the acknowledged members fire out of the shard, each only if
+// its score is unchanged, remembering them as down; it retries until Run's
+// drain ends it, then releases batch from the in-flight set. raced are the
+// members reset meanwhile: devices that beat again.
+func (sc *shardScanner) remove(ctx context.Context, batch, fire []shard.Member) (raced []shard.Raced, err error) {
+	s := sc.s
+	minDown := s.opts.MinDownMemory
+	if minDown == 0 {
+		minDown = defaultMinDownMemory
+	}
+	remember := max(s.opts.RecoveryWindow, minDown)
+	prune := shard.MaxScore(s.opts.Now().Add(-remember).UnixMilli())
+	sc.order.Lock()
+	defer sc.order.Unlock()
+	err = retry.Do(ctx, ackedBackoff, nil, func() (err error) {
+		_, raced, err = s.opts.Store.Fired(ctx, sc.id, fire, prune)
+		return err
+	})
+	sc.release(batch)
+	return raced, err
+}
+
+// afterRemoval publishes the recoveries of the devices that raced their
+// timeout and removes the fired members' copies in other shards (a
+// migration), retrying each until Run's drain ends it.
+func (sc *shardScanner) afterRemoval(ctx context.Context, fire []shard.Member, raced []shard.Raced, others map[string]copyElsewhere) {
+	if len(raced) > 0 && sc.s.opts.RecoveryWindow > 0 {
+		if err := retry.Do(ctx, ackedBackoff, nil, func() error { return sc.reportRaced(ctx, raced) }); err != nil {
+			return
+		}
+	}
+	if len(others) > 0 {
+		if err := retry.Do(ctx, ackedBackoff, nil, func() error { return sc.removeOthers(ctx, others) }); err != nil {
+			return
+		}
+	}
+	for _, m := range fire {
+		sc.s.TestSignals.Fired.Send(m.ID)
+	}
 }
 
 // reportRaced publishes the recoveries of devices whose reset raced their
