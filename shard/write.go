@@ -153,23 +153,53 @@ func (s *Store) crossChecks(ctx context.Context, p redis.Pipeliner, i int, sb *s
 	return out
 }
 
-// settle handles what the down-set checks of a written batch found: devices
-// back after their timeout leave the down set and are reported; replays are
-// removed from the deadlines again.
+// settle handles what the down-set checks of a written batch found, in
+// steps: sort the members found into devices back after their timeout and
+// replays (classify); wait for the batch written before, if any; take the
+// devices back out of their down sets and remove the replays from the
+// deadlines again (resolve); report the recoveries the down-set clears
+// confirmed (recoveries).
 func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after <-chan struct{}) ([]Recovered, error) {
-	type found struct {
-		shard, downShard int
-		back             []any // member, down score pairs
-		replays          []Member
+	all, err := classify(b, checks)
+	if err != nil || len(all) == 0 {
+		return nil, err
 	}
-	var all []found
+	if after != nil {
+		select {
+		case <-after:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	cleared, err := s.resolve(ctx, all)
+	if err != nil {
+		err = fmt.Errorf("settle recoveries: %w", err)
+	}
+	// The recoveries a clear reported are returned even when the settling
+	// failed elsewhere (a WAIT that did not confirm it, another master):
+	// their down entries are gone, so a second attempt would not find them.
+	return recoveries(all, cleared), err
+}
+
+// downFound is what one down-set check found: the members of shard whose
+// device is in downShard's down set.
+type downFound struct {
+	shard, downShard int
+	back             []any // member, down score pairs: later than the timeout fired
+	replays          []Member
+}
+
+// classify reads the down-set checks of batch b: a member with a down
+// score is back when its new score is later, else a replay.
+func classify(b *Batch, checks []downCheck) ([]downFound, error) {
+	var all []downFound
 	for _, c := range checks {
 		vals, err := c.cmd.Slice()
 		if err != nil {
 			return nil, fmt.Errorf("read down set of shard %d: %w", c.downShard, err)
 		}
 		sb := &b.shards[c.shard]
-		f := found{shard: c.shard, downShard: c.downShard}
+		f := downFound{shard: c.shard, downShard: c.downShard}
 		for j, v := range vals {
 			k := j
 			if c.refs != nil {
@@ -196,19 +226,16 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after 
 			all = append(all, f)
 		}
 	}
-	if len(all) == 0 {
-		return nil, nil
-	}
-	if after != nil {
-		select {
-		case <-after:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	// The writes go by shard (their keys' slot): the down-set clears by the
-	// shard whose down set it is, the replays' removals by their own.
-	cleared := make([]*redis.Cmd, len(all))
+	return all, nil
+}
+
+// resolve clears the devices back from their down sets (only the entries
+// still the ones read) and removes the replays from their deadlines (only
+// if unchanged), in one pipeline per shard: the clears go by the shard
+// whose down set it is, the removals by their own. cleared[k] is the clear
+// of all[k], nil when it had none.
+func (s *Store) resolve(ctx context.Context, all []downFound) (cleared []*redis.Cmd, err error) {
+	cleared = make([]*redis.Cmd, len(all))
 	queued := make(map[int][]func(redis.Pipeliner))
 	var shards []int
 	queue := func(i int, q func(redis.Pipeliner)) {
@@ -233,17 +260,18 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after 
 			})
 		}
 	}
-	err := s.writeShards(ctx, shards, func(p, _ redis.Pipeliner, i int) {
+	err = s.writeShards(ctx, shards, func(p, _ redis.Pipeliner, i int) {
 		for _, q := range queued[i] {
 			q(p)
 		}
 	})
-	if err != nil {
-		err = fmt.Errorf("settle recoveries: %w", err)
-	}
-	// The recoveries a clear reported are returned even when the settling
-	// failed elsewhere (a WAIT that did not confirm it, another master):
-	// their down entries are gone, so a second attempt would not find them.
+	return cleared, err
+}
+
+// recoveries are the devices the clears of resolve took out of a down set,
+// each once: a device found in both its shards' down sets (MoveDown under
+// way) recovered once.
+func recoveries(all []downFound, cleared []*redis.Cmd) []Recovered {
 	var back []Recovered
 	seen := make(map[string]bool)
 	for k, f := range all {
@@ -254,7 +282,7 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after 
 		for j := 0; j+1 < len(vals); j += 2 {
 			id, _ := vals[j].(string)
 			if seen[id] {
-				continue // found in both its shards' down sets (MoveDown under way): one recovery
+				continue
 			}
 			seen[id] = true
 			ds, _ := vals[j+1].(string)
@@ -262,7 +290,7 @@ func (s *Store) settle(ctx context.Context, b *Batch, checks []downCheck, after 
 			back = append(back, Recovered{Shard: f.downShard, ID: id, DownScore: score})
 		}
 	}
-	return back, err
+	return back
 }
 
 // checkArgs is the ZMSCORE of sb's members in down set key.
