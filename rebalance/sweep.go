@@ -79,90 +79,139 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	}
 }
 
-// pass walks every shard once, moving misplaced members, and finalizes when
-// it found none.
+// pass walks every shard once, moving misplaced members (members) and down
+// entries (moveDowns), and finalizes the layout when it found none
+// (finalize).
 func (s *Sweeper) pass(ctx context.Context, l shard.Layout) error {
-	prog, _, err := s.store.GetProgress(ctx)
+	prog, err := s.progress(ctx, l)
 	if err != nil {
 		return err
-	}
-	if prog.Epoch != l.Epoch {
-		est, err := s.estimate(ctx, l)
-		if err != nil {
-			return err
-		}
-		prog = shard.Progress{Epoch: l.Epoch, Misplaced: est}
-		_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: est, UpdatedMs: s.now().UnixMilli()})
 	}
 	// A pass may finalize only if every live instance routed by l before it
 	// started: then no write to a previous shard can land behind it.
 	acked := s.allRouteBy(ctx, l)
-	var found, moved, total int64
-	var reported time.Time
-	from, to := sweptShards(l)
-	for i := from; i < to; i++ {
-		var cursor uint64
-		for {
-			if s.watcher.Current().Epoch != l.Epoch {
-				return nil // the layout moved on (finalized elsewhere)
-			}
-			ms, next, err := s.store.ScanShard(ctx, i, cursor, s.batch)
-			if err != nil {
-				return err
-			}
-			total += int64(len(ms))
-			byHome := make(map[int][]shard.Member)
-			soon := s.now().Add(s.margin).UnixMilli()
-			for _, m := range ms {
-				if home := l.ShardOf(shard.Hash(m.ID)); home != i {
-					found++
-					if d, _ := shard.DecodeScore(m.Score); d > soon {
-						byHome[home] = append(byHome[home], m)
-					}
-				}
-			}
-			for home, batch := range byHome {
-				n, err := s.move(ctx, i, home, batch)
-				if err != nil {
-					return err
-				}
-				moved += int64(n)
-			}
-			// Until the pass is through, what the last pass (or the first
-			// estimate) found, less what this pass moved; written a few
-			// times a second, not once a shard (4,096 of them).
-			if now := s.now(); now.Sub(reported) >= progressEvery {
-				reported = now
-				left := max(prog.Misplaced-moved, found-moved, 0)
-				_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: left, Moved: prog.Moved + moved, Total: total, UpdatedMs: now.UnixMilli()})
-				if s.metrics != nil {
-					s.metrics.Misplaced.Set(float64(left))
-				}
-			}
-			if next == 0 {
-				break
-			}
-			cursor = next
-			if s.pause > 0 && !retry.Sleep(ctx, s.pause) {
-				return nil
-			}
-		}
+	sw := &sweep{layout: l, prog: prog}
+	if done, err := s.members(ctx, sw); !done || err != nil {
+		return err
 	}
 	if s.metrics != nil {
-		s.metrics.Moved.Add(float64(moved))
+		s.metrics.Moved.Add(float64(sw.moved))
 	}
-	_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: found - moved, Moved: prog.Moved + moved, Total: total, UpdatedMs: s.now().UnixMilli()})
+	_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: sw.found - sw.moved, Moved: prog.Moved + sw.moved, Total: sw.total, UpdatedMs: s.now().UnixMilli()})
 	downs, err := s.moveDowns(ctx, l)
 	if err != nil {
 		return err
 	}
-	if found > 0 || downs > 0 {
-		s.log.Info("migration sweep", "moved", moved, "misplaced_found", found, "down_entries_moved", downs, "count", l.Count, "previous", l.Previous)
+	if sw.found > 0 || downs > 0 {
+		s.log.Info("migration sweep", "moved", sw.moved, "misplaced_found", sw.found, "down_entries_moved", downs, "count", l.Count, "previous", l.Previous)
 		return nil // the next pass confirms none are left
 	}
 	if !acked {
 		return nil
 	}
+	return s.finalize(ctx, l)
+}
+
+// sweep is one pass's walk over the members of migration layout.
+type sweep struct {
+	layout shard.Layout
+	// prog is the progress as the pass found it: the last pass's, or the
+	// first estimate.
+	prog                shard.Progress
+	found, moved, total int64
+	reported            time.Time
+}
+
+// progress returns the stored progress of migration l, estimating it
+// when l just started.
+func (s *Sweeper) progress(ctx context.Context, l shard.Layout) (shard.Progress, error) {
+	prog, _, err := s.store.GetProgress(ctx)
+	if err != nil || prog.Epoch == l.Epoch {
+		return prog, err
+	}
+	est, err := s.estimate(ctx, l)
+	if err != nil {
+		return shard.Progress{}, err
+	}
+	_ = s.store.SetProgress(ctx, shard.Progress{Epoch: l.Epoch, Misplaced: est, UpdatedMs: s.now().UnixMilli()})
+	return shard.Progress{Epoch: l.Epoch, Misplaced: est}, nil
+}
+
+// members walks the swept shards a ZSCAN step at a time, moving what is
+// misplaced (move). done is false when the pass stopped early: the layout
+// moved on (finalized elsewhere), or ctx was cancelled.
+func (s *Sweeper) members(ctx context.Context, sw *sweep) (done bool, err error) {
+	l := sw.layout
+	from, to := sweptShards(l)
+	for i := from; i < to; i++ {
+		var cursor uint64
+		for {
+			if s.watcher.Current().Epoch != l.Epoch {
+				return false, nil
+			}
+			ms, next, err := s.store.ScanShard(ctx, i, cursor, s.batch)
+			if err != nil {
+				return false, err
+			}
+			if err := s.move(ctx, sw, i, ms); err != nil {
+				return false, err
+			}
+			s.report(ctx, sw)
+			if next == 0 {
+				break
+			}
+			cursor = next
+			if s.pause > 0 && !retry.Sleep(ctx, s.pause) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// move moves the members ms of shard i that belong elsewhere to their new
+// shard, except those due within the margin (the scanners' two-shard rule
+// handles them).
+func (s *Sweeper) move(ctx context.Context, sw *sweep, i int, ms []shard.Member) error {
+	sw.total += int64(len(ms))
+	byHome := make(map[int][]shard.Member)
+	soon := s.now().Add(s.margin).UnixMilli()
+	for _, m := range ms {
+		if home := sw.layout.ShardOf(shard.Hash(m.ID)); home != i {
+			sw.found++
+			if d, _ := shard.DecodeScore(m.Score); d > soon {
+				byHome[home] = append(byHome[home], m)
+			}
+		}
+	}
+	for home, batch := range byHome {
+		n, err := s.moveBatch(ctx, i, home, batch)
+		if err != nil {
+			return err
+		}
+		sw.moved += int64(n)
+	}
+	return nil
+}
+
+// report writes the progress of a pass under way: what the last pass (or
+// the first estimate) found, less what this pass moved; a few times a
+// second, not once a shard (4,096 of them).
+func (s *Sweeper) report(ctx context.Context, sw *sweep) {
+	now := s.now()
+	if now.Sub(sw.reported) < progressEvery {
+		return
+	}
+	sw.reported = now
+	left := max(sw.prog.Misplaced-sw.moved, sw.found-sw.moved, 0)
+	_ = s.store.SetProgress(ctx, shard.Progress{Epoch: sw.layout.Epoch, Misplaced: left, Moved: sw.prog.Moved + sw.moved, Total: sw.total, UpdatedMs: now.UnixMilli()})
+	if s.metrics != nil {
+		s.metrics.Misplaced.Set(float64(left))
+	}
+}
+
+// finalize ends migration l: the layout becomes {count, previous: 0}.
+func (s *Sweeper) finalize(ctx context.Context, l shard.Layout) error {
 	final, err := s.store.SetLayout(ctx, l.Epoch, shard.Layout{Count: l.Count, SinceMs: s.now().UnixMilli()})
 	if err != nil {
 		return err
@@ -265,10 +314,10 @@ func (s *Sweeper) allRouteBy(ctx context.Context, l shard.Layout) bool {
 	return true
 }
 
-// move copies members from shard from into shard to (ZADD GT) and then
-// removes them from `from` if unchanged; a member reset meanwhile in `from`
-// stays for the next pass.
-func (s *Sweeper) move(ctx context.Context, from, to int, ms []shard.Member) (int, error) {
+// moveBatch copies members from shard from into shard to (ZADD GT) and
+// then removes them from `from` if unchanged; a member reset meanwhile in
+// `from` stays for the next pass.
+func (s *Sweeper) moveBatch(ctx context.Context, from, to int, ms []shard.Member) (int, error) {
 	overrides, err := s.store.OverridesOf(ctx, from, ms)
 	if err != nil {
 		return 0, err
