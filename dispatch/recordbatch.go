@@ -50,10 +50,12 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // encode makes s the record set of refs' messages, in order, their
-// records compressed with codec (0: none). Like kafka-go, it takes the
-// first message's time (now for a zero Time) as the batch's first
-// timestamp, each record's time as a delta from it, and leaves the
-// producer id, epoch and sequence unset (-1).
+// records compressed with codec (0: none), in steps: the batch header with
+// its lengths, timestamps and CRC left blank (appendBatchHeader), the
+// records (appendRecords), their compression (compress), then the blanks
+// filled in. Like kafka-go, it takes the first message's time (now for a
+// zero Time) as the batch's first timestamp, each record's time as a delta
+// from it, and leaves the producer id, epoch and sequence unset (-1).
 func (s *recordSet) encode(refs []ref, codec kafka.Compression) error {
 	if len(refs) == 0 {
 		return fmt.Errorf("no records")
@@ -68,6 +70,35 @@ func (s *recordSet) encode(refs []ref, codec kafka.Compression) error {
 	if codec == 0 {
 		b = slices.Grow(b, rsRecords+size)
 	}
+	b = appendBatchHeader(b, codec, len(refs))
+	recs := b
+	if codec != 0 {
+		recs = slices.Grow(s.raw[:0], size)
+	}
+	recs, first, maxTS := appendRecords(recs, refs)
+	if codec == 0 {
+		b = recs
+	} else {
+		s.raw = recs
+		var err error
+		if b, err = s.compress(b, recs, codec); err != nil {
+			return err
+		}
+	}
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	binary.BigEndian.PutUint32(b[rsBatchLength:], uint32(len(b)-rsBatchLength-4))
+	binary.BigEndian.PutUint32(b[rsLastOffsetDelta:], uint32(len(refs)-1))
+	binary.BigEndian.PutUint64(b[rsFirstTS:], uint64(first))
+	binary.BigEndian.PutUint64(b[rsMaxTS:], uint64(maxTS))
+	binary.BigEndian.PutUint32(b[rsCRC:], crc32.Checksum(b[rsAttributes:], castagnoli))
+	s.b = b
+	s.Reset(b)
+	return nil
+}
+
+// appendBatchHeader appends the set's size and a v2 batch header of count
+// records, its lengths, lastOffsetDelta, timestamps and CRC zero.
+func appendBatchHeader(b []byte, codec kafka.Compression, count int) []byte {
 	b = append(b, 0, 0, 0, 0) // size
 	b = binary.BigEndian.AppendUint64(b, 0)
 	b = append(b, 0, 0, 0, 0)                        // batchLength
@@ -79,13 +110,13 @@ func (s *recordSet) encode(refs []ref, codec kafka.Compression) error {
 	b = binary.BigEndian.AppendUint64(b, ^uint64(0)) // producerId -1
 	b = binary.BigEndian.AppendUint16(b, ^uint16(0)) // producerEpoch -1
 	b = binary.BigEndian.AppendUint32(b, ^uint32(0)) // baseSequence -1
-	b = binary.BigEndian.AppendUint32(b, uint32(len(refs)))
+	return binary.BigEndian.AppendUint32(b, uint32(count))
+}
 
-	recs := b
-	if codec != 0 {
-		recs = slices.Grow(s.raw[:0], size)
-	}
-	var now, first, maxTS int64
+// appendRecords appends the v2 records of refs' messages and returns the
+// batch's first and max timestamps.
+func appendRecords(recs []byte, refs []ref) (_ []byte, first, maxTS int64) {
+	var now int64
 	for i, r := range refs {
 		m := &r.s.msgs[r.i]
 		t := millis(m.Time)
@@ -117,34 +148,26 @@ func (s *recordSet) encode(refs []ref, codec kafka.Compression) error {
 			recs = appendNullBytes(recs, h.Value)
 		}
 	}
-	if codec == 0 {
-		b = recs
-	} else {
-		s.raw = recs
-		c := codec.Codec()
-		if c == nil {
-			return fmt.Errorf("unknown compression %d", codec)
-		}
-		s.w.b = b
-		zw := c.NewWriter(&s.w)
-		_, err := zw.Write(recs)
-		if cerr := zw.Close(); err == nil {
-			err = cerr
-		}
-		b, s.w.b = s.w.b, nil
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.Name(), err)
-		}
+	return recs, first, maxTS
+}
+
+// compress appends recs compressed with codec to the header b.
+func (s *recordSet) compress(b, recs []byte, codec kafka.Compression) ([]byte, error) {
+	c := codec.Codec()
+	if c == nil {
+		return nil, fmt.Errorf("unknown compression %d", codec)
 	}
-	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	binary.BigEndian.PutUint32(b[rsBatchLength:], uint32(len(b)-rsBatchLength-4))
-	binary.BigEndian.PutUint32(b[rsLastOffsetDelta:], uint32(len(refs)-1))
-	binary.BigEndian.PutUint64(b[rsFirstTS:], uint64(first))
-	binary.BigEndian.PutUint64(b[rsMaxTS:], uint64(maxTS))
-	binary.BigEndian.PutUint32(b[rsCRC:], crc32.Checksum(b[rsAttributes:], castagnoli))
-	s.b = b
-	s.Reset(b)
-	return nil
+	s.w.b = b
+	zw := c.NewWriter(&s.w)
+	_, err := zw.Write(recs)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	b, s.w.b = s.w.b, nil
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Name(), err)
+	}
+	return b, nil
 }
 
 // millis is t in Unix milliseconds, 0 for the zero Time.
