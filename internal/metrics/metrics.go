@@ -97,6 +97,29 @@ var LatenessBuckets = []float64{.001, .002, .005, .01, .015, .02, .03, .05, .075
 func New() *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{Registry: r}
+	m.newCounters(r)
+	m.newGauges(r)
+	m.newHistograms(r)
+	m.cluster = newClusterCollector(time.Now)
+	r.MustRegister(m.cluster)
+	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.SetVersion(UnknownVersion)
+	// The labelled counters start at 0, so rate() and alerts see a series
+	// before the first event.
+	for _, reason := range InvalidReasons {
+		m.Invalid.WithLabelValues(reason)
+	}
+	for _, kind := range FallbackKinds {
+		m.Fallbacks.WithLabelValues(kind)
+	}
+	for _, reason := range PublishReasons {
+		m.PublishErrors.WithLabelValues(reason)
+	}
+	return m
+}
+
+// newCounters creates and registers the counters.
+func (m *Metrics) newCounters(r *prometheus.Registry) {
 	counters := []struct {
 		dst        *prometheus.Counter
 		name, help string
@@ -123,6 +146,18 @@ func New() *Metrics {
 		*d.dst = prometheus.NewCounter(prometheus.CounterOpts{Name: d.name, Help: d.help})
 		r.MustRegister(*d.dst)
 	}
+	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
+		x := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+		r.MustRegister(x)
+		return x
+	}
+	m.Invalid = cv("flatline_heartbeats_invalid_total", "Invalid heartbeats, by reason code.", "reason")
+	m.PublishErrors = cv("flatline_publish_errors_total", "Failed produce attempts of events (retried), by reason.", "reason")
+	m.Fallbacks = cv("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class).", "kind")
+}
+
+// newGauges creates and registers the gauges of this process.
+func (m *Metrics) newGauges(r *prometheus.Registry) {
 	gauges := []struct {
 		dst        *prometheus.Gauge
 		name, help string
@@ -135,23 +170,18 @@ func New() *Metrics {
 		*d.dst = prometheus.NewGauge(prometheus.GaugeOpts{Name: d.name, Help: d.help})
 		r.MustRegister(*d.dst)
 	}
-	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
-		x := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-		r.MustRegister(x)
-		return x
-	}
 	gv := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		x := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 		r.MustRegister(x)
 		return x
 	}
-	m.Invalid = cv("flatline_heartbeats_invalid_total", "Invalid heartbeats, by reason code.", "reason")
-	m.PublishErrors = cv("flatline_publish_errors_total", "Failed produce attempts of events (retried), by reason.", "reason")
-	m.Fallbacks = cv("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class).", "kind")
 	m.ConsumerLag = gv("flatline_consumer_lag_messages", "Messages not yet written to Redis, per signals partition this instance owns.", "partition")
 	m.LeaseOwned = gv("flatline_scanner_lease_owned", "1 when this instance owns the shard's scanner lease.", "shard")
 	m.BuildInfo = gv("flatline_build_info", "Always 1; labelled with the version flatline was built as and the Go version it was built with.", "version", "goversion")
-	m.SetVersion(UnknownVersion)
+}
+
+// newHistograms creates and registers the histograms.
+func (m *Metrics) newHistograms(r *prometheus.Registry) {
 	m.Lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "flatline_detection_lateness_seconds", Help: "Time from a device's deadline to Kafka acknowledging its timeout event.",
 		Buckets: LatenessBuckets,
@@ -168,19 +198,6 @@ func New() *Metrics {
 		*h.dst = prometheus.NewHistogram(prometheus.HistogramOpts{Name: h.name, Help: h.help, Buckets: LatenessBuckets})
 		r.MustRegister(*h.dst)
 	}
-	m.cluster = newClusterCollector(time.Now)
-	r.MustRegister(m.cluster)
-	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	for _, reason := range InvalidReasons {
-		m.Invalid.WithLabelValues(reason)
-	}
-	for _, kind := range FallbackKinds {
-		m.Fallbacks.WithLabelValues(kind)
-	}
-	for _, reason := range PublishReasons {
-		m.PublishErrors.WithLabelValues(reason)
-	}
-	return m
 }
 
 // UnknownVersion labels flatline_build_info until SetVersion is called.
