@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sort"
 	"time"
@@ -67,30 +68,15 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 	}
 	defer stopRedis()
 
-	cfg.Kafka.Brokers = brokers
-	cfg.Redis.Addrs = []string{redisAddr}
-	cfg.Timeouts.Default = o.Timeout
-	cfg.HTTP.Addr = freeAddr(o.HTTPAddr)
-	shapeIngest(o.Shape, &cfg.Ingest)
+	devConfig(&cfg, o, brokers, redisAddr, logLevel)
 	var avroEnc simulate.AvroEncoder
 	if o.Shape == simulate.ShapeAvro {
-		// A schema registry in the process, as the embedded Kafka.
-		srv, err := schemareg.Start("127.0.0.1:0")
-		if err != nil {
-			return fmt.Errorf("schema registry for dev: %w", err)
-		}
-		defer srv.Close()
-		cfg.Ingest.SchemaRegistry.URL = srv.URL()
-		enc, closeReg, err := AvroEncoder(ctx, cfg.Ingest.SchemaRegistry, cfg.Kafka.SignalsTopic)
+		enc, stopRegistry, err := startRegistry(ctx, &cfg)
 		if err != nil {
 			return err
 		}
-		defer closeReg()
+		defer stopRegistry()
 		avroEnc = enc
-	}
-	cfg.Log.Level = "warn"
-	if logLevel != "" {
-		cfg.Log.Level = logLevel
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -126,7 +112,43 @@ func RunDev(ctx context.Context, o DevOptions, out, errOut io.Writer, logLevel s
 		}, nil)
 		simErr <- err
 	}()
+	return report(ctx, a, out, log, runErr, simErr)
+}
 
+// devConfig points cfg at the demo's Kafka and Redis and applies the
+// options.
+func devConfig(cfg *configs.Config, o DevOptions, brokers []string, redisAddr, logLevel string) {
+	cfg.Kafka.Brokers = brokers
+	cfg.Redis.Addrs = []string{redisAddr}
+	cfg.Timeouts.Default = o.Timeout
+	cfg.HTTP.Addr = freeAddr(o.HTTPAddr)
+	shapeIngest(o.Shape, &cfg.Ingest)
+	cfg.Log.Level = "warn"
+	if logLevel != "" {
+		cfg.Log.Level = logLevel
+	}
+}
+
+// startRegistry starts a schema registry in the process, as the embedded
+// Kafka, points ingest at it and returns the fleet's Avro encoder; stop
+// closes the encoder's client and the registry.
+func startRegistry(ctx context.Context, cfg *configs.Config) (enc simulate.AvroEncoder, stop func(), err error) {
+	srv, err := schemareg.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("schema registry for dev: %w", err)
+	}
+	cfg.Ingest.SchemaRegistry.URL = srv.URL()
+	enc, closeReg, err := AvroEncoder(ctx, cfg.Ingest.SchemaRegistry, cfg.Kafka.SignalsTopic)
+	if err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
+	return enc, func() { closeReg(); srv.Close() }, nil
+}
+
+// report prints a line a second to out until the instance stops (runErr),
+// logging a simulator that fails.
+func report(ctx context.Context, a *app.App, out io.Writer, log *slog.Logger, runErr, simErr chan error) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last snapshot
