@@ -3,6 +3,7 @@ package storm
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flatline-dev/flatline/shard"
@@ -28,10 +29,11 @@ type TallyOptions struct {
 type Tally struct {
 	opts TallyOptions
 
+	stormID atomic.Value // string: as the Namer last read it (no gate)
+
 	mu      sync.Mutex
 	fired   map[int64]int     // unix ms of the second -> timeouts published
 	tallies map[string][2]int // storm id -> timeouts, recoveries
-	stormID string            // as the Namer last read it (no gate)
 }
 
 // NewTally returns an empty Tally.
@@ -47,17 +49,12 @@ func (t *Tally) StormID() string {
 	if t.opts.GateStormID != nil {
 		return t.opts.GateStormID()
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.stormID
+	id, _ := t.stormID.Load().(string)
+	return id
 }
 
 // sawStorm records the storm the Namer read (id, "" for none).
-func (t *Tally) sawStorm(id string) {
-	t.mu.Lock()
-	t.stormID = id
-	t.mu.Unlock()
-}
+func (t *Tally) sawStorm(id string) { t.stormID.Store(id) }
 
 // Published counts what dispatch published: timeouts (of storm stormID, ""
 // for none) and recoveries.

@@ -118,12 +118,32 @@ func New() *Metrics {
 	return m
 }
 
+// metric is one unlabelled metric New creates: where it goes, its name
+// and its help.
+type metric[T prometheus.Collector] struct {
+	dst        *T
+	name, help string
+}
+
+// register creates every metric of defs with create and registers it.
+func register[T prometheus.Collector](r *prometheus.Registry, create func(name, help string) T, defs []metric[T]) {
+	for _, d := range defs {
+		*d.dst = create(d.name, d.help)
+		r.MustRegister(*d.dst)
+	}
+}
+
+// registered registers c and returns it.
+func registered[T prometheus.Collector](r *prometheus.Registry, c T) T {
+	r.MustRegister(c)
+	return c
+}
+
 // newCounters creates and registers the counters.
 func (m *Metrics) newCounters(r *prometheus.Registry) {
-	counters := []struct {
-		dst        *prometheus.Counter
-		name, help string
-	}{
+	register(r, func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}, []metric[prometheus.Counter]{
 		{&m.HeartbeatsConsumed, "flatline_heartbeats_consumed_total", "Messages consumed from the signals topic."},
 		{&m.Tombstones, "flatline_tombstones_total", "Tombstones that deregistered a device."},
 		{&m.Deviceless, "flatline_heartbeats_deviceless_total", "Null values skipped because their device id would come from the value (ingest.from.device_id value: or payload:)."},
@@ -141,63 +161,43 @@ func (m *Metrics) newCounters(r *prometheus.Registry) {
 		{&m.Moved, "flatline_members_moved_total", "Members moved to their new shard during a migration."},
 		{&m.Storms, "flatline_storms_total", "Storms announced (storm_started events) by this instance."},
 		{&m.StormHoldsExpired, "flatline_storm_holds_expired_total", "Holds of stalled signals partitions that storm.max_hold ended, so that their held deadlines fired."},
+	})
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return registered(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
 	}
-	for _, d := range counters {
-		*d.dst = prometheus.NewCounter(prometheus.CounterOpts{Name: d.name, Help: d.help})
-		r.MustRegister(*d.dst)
-	}
-	cv := func(name, help string, labels ...string) *prometheus.CounterVec {
-		x := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-		r.MustRegister(x)
-		return x
-	}
-	m.Invalid = cv("flatline_heartbeats_invalid_total", "Invalid heartbeats, by reason code.", "reason")
-	m.PublishErrors = cv("flatline_publish_errors_total", "Failed produce attempts of events (retried), by reason.", "reason")
-	m.Fallbacks = cv("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class).", "kind")
+	m.Invalid = counter("flatline_heartbeats_invalid_total", "Invalid heartbeats, by reason code.", "reason")
+	m.PublishErrors = counter("flatline_publish_errors_total", "Failed produce attempts of events (retried), by reason.", "reason")
+	m.Fallbacks = counter("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class).", "kind")
 }
 
 // newGauges creates and registers the gauges of this process.
 func (m *Metrics) newGauges(r *prometheus.Registry) {
-	gauges := []struct {
-		dst        *prometheus.Gauge
-		name, help string
-	}{
+	register(r, func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}, []metric[prometheus.Gauge]{
 		{&m.LeasesOwned, "flatline_scanner_leases_owned", "Shards whose scanner runs on this instance."},
 		{&m.Misplaced, "flatline_migration_misplaced_members", "Members still in their previous shard (last sweep's count)."},
 		{&m.IngestReleased, "flatline_ingest_released", "1 while this instance's ingest is out of the consumer group because its Redis writes went unanswered for ingest.release_after (its partitions read by the other instances), else 0."},
-	}
-	for _, d := range gauges {
-		*d.dst = prometheus.NewGauge(prometheus.GaugeOpts{Name: d.name, Help: d.help})
-		r.MustRegister(*d.dst)
-	}
-	gv := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		x := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-		r.MustRegister(x)
-		return x
-	}
-	m.ConsumerLag = gv("flatline_consumer_lag_messages", "Messages not yet written to Redis, per signals partition this instance owns.", "partition")
-	m.LeaseOwned = gv("flatline_scanner_lease_owned", "1 when this instance owns the shard's scanner lease.", "shard")
-	m.BuildInfo = gv("flatline_build_info", "Always 1; labelled with the version flatline was built as and the Go version it was built with.", "version", "goversion")
+	})
+	m.ConsumerLag = registered(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flatline_consumer_lag_messages",
+		Help: "Messages not yet written to Redis, per signals partition this instance owns."}, []string{"partition"}))
+	m.LeaseOwned = registered(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flatline_scanner_lease_owned",
+		Help: "1 when this instance owns the shard's scanner lease."}, []string{"shard"}))
+	m.BuildInfo = registered(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flatline_build_info",
+		Help: "Always 1; labelled with the version flatline was built as and the Go version it was built with."}, []string{"version", "goversion"}))
 }
 
-// newHistograms creates and registers the histograms.
+// newHistograms creates and registers the histograms, all over
+// LatenessBuckets.
 func (m *Metrics) newHistograms(r *prometheus.Registry) {
-	m.Lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "flatline_detection_lateness_seconds", Help: "Time from a device's deadline to Kafka acknowledging its timeout event.",
-		Buckets: LatenessBuckets,
-	})
-	r.MustRegister(m.Lateness)
-	for _, h := range []struct {
-		dst        *prometheus.Histogram
-		name, help string
-	}{
+	register(r, func(name, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: LatenessBuckets})
+	}, []metric[prometheus.Histogram]{
+		{&m.Lateness, "flatline_detection_lateness_seconds", "Time from a device's deadline to Kafka acknowledging its timeout event."},
 		{&m.IngestFetch, "flatline_ingest_fetch_seconds", "Time from sending a fetch of the signals topic to its answer, for answers that brought records: the brokers' round trip and their wait for records."},
 		{&m.IngestQueue, "flatline_ingest_queue_seconds", "Time from a fetch's answer to the start of the Redis write of the batch holding its oldest records: hand-off, merge by record time, decoding and the wait for the writer."},
 		{&m.IngestWrite, "flatline_ingest_write_seconds", "Time of a batch's Redis write (deadlines, the down-set look-up, retries), from its start to its last answer."},
-	} {
-		*h.dst = prometheus.NewHistogram(prometheus.HistogramOpts{Name: h.name, Help: h.help, Buckets: LatenessBuckets})
-		r.MustRegister(*h.dst)
-	}
+	})
 }
 
 // UnknownVersion labels flatline_build_info until SetVersion is called.
