@@ -48,11 +48,11 @@ type Options struct {
 	// Logger receives rate-limited publish errors; nil means slog.Default().
 	Logger *slog.Logger
 	// StormID is the storm being named now, "" when none is: the storm_id
-	// of the timeouts published (storm.Tally.StormID). Nil: none.
+	// of the timeouts published (namer.Tally.StormID). Nil: none.
 	StormID func() string
 	// Published counts, for the storm guard, the timeouts (of storm
 	// stormID, "" for none) and recoveries Kafka acknowledged
-	// (storm.Tally.Published). Nil: nothing counted.
+	// (namer.Tally.Published). Nil: nothing counted.
 	Published func(timeouts int, stormID string, recoveries int)
 }
 

@@ -19,8 +19,13 @@
 //     timeout after the pipe returned;
 //   - a hold is bounded by max_hold, and `flatline storm release` ends
 //     every hold at once;
-//   - the Namer (namer.go), run by one instance at a time, declares a storm
-//     when timeouts surge or a hold begins and ends it when they calm down,
-//     with one storm_started and one storm_ended event; the timeouts of a
-//     storm carry its storm_id.
+//   - the Namer (package storm/namer), run by one instance at a time,
+//     declares a storm when timeouts surge or a hold begins and ends it when
+//     they calm down, with one storm_started and one storm_ended event; the
+//     timeouts of a storm carry its storm_id.
+//
+// This package holds what every part of the guard shares: its Config and
+// the storm ids (config.go). It imports no stage, so ingest, which runs the
+// stall detection, reads its configuration from here without depending on
+// the parts that run.
 package storm

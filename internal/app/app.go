@@ -18,7 +18,7 @@ import (
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
-	"github.com/flatline-dev/flatline/storm"
+	"github.com/flatline-dev/flatline/storm/namer"
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
@@ -65,7 +65,7 @@ type App struct {
 	Leaser    *scanner.Leaser
 	wakes     *scanner.Wakes
 	sweeper   *rebalance.Sweeper
-	namer     *storm.Namer
+	namer     *namer.Namer
 	Ingest    *ingest.Ingest
 	HTTP      *httpapi.Server
 }
@@ -128,7 +128,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	}
 	// The storm guard's tally: dispatch counts into it what Kafka
 	// acknowledged, and asks it the storm_id of the timeouts.
-	tally := storm.NewTally(storm.TallyOptions{Store: a.Store, GateStormID: a.gateStormID()})
+	tally := namer.NewTally(namer.TallyOptions{Store: a.Store, GateStormID: a.gateStormID()})
 	var err error
 	a.publisher, err = dispatch.New(cfg.Dispatch, cfg.Kafka, dispatch.Options{
 		Policy: a.policy, PadWindow: cfg.Ingest.CoalesceWindow, Metrics: a.Metrics, Logger: a.log,
@@ -144,7 +144,7 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		}
 		leader = a.leads
 	}
-	a.namer = storm.NewNamer(cfg.Storm, storm.NamerOptions{
+	a.namer = namer.New(cfg.Storm, namer.Options{
 		Store: a.Store, Tally: tally, MinTimeout: cfg.Timeouts.Min, Leader: leader,
 		Announce: a.publisher.StormEvent, Tracked: a.tracked, Metrics: a.Metrics, Log: a.log,
 	})

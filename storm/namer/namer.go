@@ -1,4 +1,4 @@
-package storm
+package namer
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/storm"
 )
 
-// NamerOptions wire a Namer.
-type NamerOptions struct {
+// Options wire a Namer.
+type Options struct {
 	Store *shard.Store
 	// Tally is this process's count of what dispatch published, moved to
 	// Redis every tick.
@@ -44,15 +45,15 @@ type NamerOptions struct {
 // its deadlines fire (see shard's stall_end.lua and stall_expire.lua), so
 // that each of them carries the storm_id.
 type Namer struct {
-	cfg  Config
-	opts NamerOptions
+	cfg  storm.Config
+	opts Options
 
 	tracked   int64
 	trackedAt time.Time
 }
 
-// NewNamer returns a Namer.
-func NewNamer(cfg Config, opts NamerOptions) *Namer {
+// New returns a Namer.
+func New(cfg storm.Config, opts Options) *Namer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -126,7 +127,7 @@ func (n *Namer) step(ctx context.Context) error {
 	switch st := gs.Storm; {
 	case st == nil:
 		if surge || (hold && nowMs-gs.Hold.SinceMs >= n.opts.MinTimeout.Milliseconds()) {
-			named, err := n.opts.Store.NameStorm(ctx, NewID(now), nowMs)
+			named, err := n.opts.Store.NameStorm(ctx, storm.NewID(now), nowMs)
 			if err != nil {
 				return err
 			}
