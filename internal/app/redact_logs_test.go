@@ -1,4 +1,4 @@
-package configs_test
+package app_test
 
 import (
 	"context"
@@ -99,6 +99,7 @@ func TestSecretsNotLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer tr.CloseIdleConnections() // the writer closes only a transport of its own
 	w := &kafka.Writer{Addr: kafka.TCP(cfg.Kafka.Brokers...), Topic: signals, Transport: tr, RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond}
 	defer w.Close()
 	now := time.Now()
