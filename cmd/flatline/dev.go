@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/app/demo"
 )
 
 func newDevCmd(r *rootOptions) *cobra.Command {

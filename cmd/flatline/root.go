@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/shard"

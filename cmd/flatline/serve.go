@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/internal/heapfloor"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/app/demo"
 	"github.com/flatline-dev/flatline/internal/simulate"
 )
 

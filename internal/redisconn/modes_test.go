@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )

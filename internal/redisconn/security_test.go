@@ -18,9 +18,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/dispatch"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/freeport"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"

@@ -17,9 +17,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/bench/internal/prefix"
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/freeport"
 	"github.com/flatline-dev/flatline/internal/heapfloor"

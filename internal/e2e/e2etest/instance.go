@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/app"
 )
 
 // Instance is an in-process flatline (app.New + Run).

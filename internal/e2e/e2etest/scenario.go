@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/inspect"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/shard"

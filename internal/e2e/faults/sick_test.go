@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/dispatch"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/inspect"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/flatline-dev/flatline/internal/app"
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/shard"
 )

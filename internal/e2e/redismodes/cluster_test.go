@@ -18,9 +18,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/inspect"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/configs"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
 

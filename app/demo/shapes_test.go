@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/app/demo"
 	"github.com/flatline-dev/flatline/internal/simulate"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/dispatch"
-	"github.com/flatline-dev/flatline/internal/app"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )

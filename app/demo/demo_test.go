@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/flatline-dev/flatline/internal/demo"
+	"github.com/flatline-dev/flatline/app/demo"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
