@@ -3,6 +3,12 @@
 // reached, and builds every stage the configured roles ask for; Run runs
 // them until its context is cancelled or one of them fails.
 //
+// It sits above every stage: it imports them all, and nothing but the
+// commands (cmd/flatline), the demo (app/demo), the benchmarks and the
+// end-to-end tests imports it. Every callback one part makes into another
+// is a typed field of the callee's Options, set in app.go where both are
+// built.
+//
 // Files by job:
 //   - app.go: the App and New, which builds the stages;
 //   - connect.go: the Redis client and scripts, the Kafka check, the

@@ -38,8 +38,8 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // /metrics costs with 1,000,000 devices tracked over 16 shards and 100,000
 // of them down (five classes), written straight into Redis:
 //
-//	flock /tmp/flatline-heavy.lock go test -run '^$' -bench ScrapeWith1M -benchtime 50x ./internal/app
-//	(… ./internal/app -args -bench-down 10000: with 10,000 down)
+//	flock /tmp/flatline-heavy.lock go test -run '^$' -bench ScrapeWith1M -benchtime 50x ./app
+//	(… ./app -args -bench-down 10000: with 10,000 down)
 //
 // gather is a whole scrape as Prometheus sees it (every collector);
 // read is the Redis part of it (App.readCluster); split-by-class is what

@@ -14,4 +14,10 @@
 // producer.go) keeps at most one produce request per partition leader in
 // flight; calls from different scanners that queue while a request is out
 // share the next one, with every partition of that leader in it.
+//
+// Files: publisher.go (the Publisher: timeouts, recoveries, storm events),
+// event.go (the events' JSON), producer.go (the produce requests),
+// recordbatch.go (a partition's records encoded as the request carries
+// them), tail.go (`flatline tail`: reading the timeouts topic back) and
+// config.go (the dispatch section).
 package dispatch

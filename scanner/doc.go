@@ -22,7 +22,9 @@
 //
 // A file per goroutine kind: scanner.go holds the Scanner and its lifecycle,
 // pass.go a shard's pass (its gocron job), poll.go the poll, fire.go the
-// goroutine that publishes one group and removes it, migrate.go the
-// two-shard rule of a migrating layout, gate.go the watermark poller,
-// wakes.go the wake-ups between instances and lease.go the leaser.
+// goroutine that publishes one group and removes it, reenter.go the
+// deadlines a storm hold kept (given a new one instead of firing),
+// migrate.go the two-shard rule of a migrating layout, gate.go the
+// watermark poller, wakes.go the wake-ups between instances and lease.go
+// the leaser; config.go is the scanner section of the configuration.
 package scanner

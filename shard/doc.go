@@ -10,12 +10,17 @@
 // Cluster: each shard's keys share the hash tag {i}, and a script only ever
 // touches keys of one shard.
 //
-// Store's methods sit in a file per concern: write.go (the hot path),
-// read.go, wake.go (how scanners learn of deadlines: the poll's read and
-// the wake-ups writes send), fire.go (removing fired and stale members),
-// migrate.go (moving members between shards), layout.go, watermarks.go,
-// classes.go, leases.go and instances.go; store.go holds the type, the
-// scripts and the pipeline helpers they share.
+// Store's methods sit in a file per concern: write.go (the hot path, with
+// batch.go, the writes of one ingest batch by shard, and durable.go, the
+// WAIT that confirms them), read.go, wake.go (how scanners learn of
+// deadlines: the poll's read and the wake-ups writes send), fire.go
+// (removing fired and stale members), downcount.go and downlist.go (the
+// down sets counted and paged, for inspect), migrate.go (moving members
+// between shards), storm.go (the storm guard's state in the watermarks
+// hash), layout.go, watermarks.go, classes.go, leases.go and instances.go;
+// store.go holds the type, its Options, the scripts and the pipeline
+// helpers they share. score.go packs a deadline and its metadata into a
+// score, route.go a device id into its shard.
 //
 // shard imports no other stage: ingest writes through it, scanner reads and
 // acknowledges through it, rebalance owns the layout it stores, inspect

@@ -1,10 +1,15 @@
 // Package demo is `flatline dev`, the zero-setup demo: it starts an
 // embedded Kafka (franz-go's kfake) and a Redis, both on free loopback ports
 // and both gone when the demo ends, runs one flatline instance against them
-// and a simulated fleet into it. It is a root beside the serve composition
-// root (internal/app), so serving never links the demo's infrastructure.
-// Unlike internal/testenv it does not depend on package testing; the
-// benchmark starts its infrastructure with it too.
+// and a simulated fleet into it. It is a root that runs the serve
+// composition root (package app), which never imports it, so serving never
+// links the demo's infrastructure. Unlike internal/testenv it does not
+// depend on package testing; the benchmark starts its infrastructure with
+// it too.
+//
+// Files: dev.go (RunDev), kafka.go and redis.go (the embedded Kafka and
+// the Redis, with proc_*.go, which ties a child process's life to the
+// demo's), shapes.go (how flatline reads a fleet of another shape).
 package demo
 
 import (
