@@ -340,53 +340,10 @@ type found struct {
 // or ts over 64 bytes).
 func (d *Decoder) Decode(m *Message, hb *Heartbeat) (reason Reason, ok bool) {
 	kafkaMs := m.Time.UnixMilli()
-	idSrc := &d.src[slotID]
 	// An id from the key or a header is checked first, as the key always was.
-	var id []byte
-	switch idSrc.kind {
-	case srcKey:
-		if r := checkID(m.Key, ReasonNoKey); r != "" {
-			return r, false
-		}
-		id = m.Key
-	case srcKeyRegex:
-		if seg := idSrc.seg; seg != nil {
-			start, end, ok := seg.match(m.Key)
-			if !ok {
-				return ReasonNoDeviceID, false
-			}
-			id = m.Key[start:end]
-			if r := checkID(id, ReasonNoDeviceID); r != "" {
-				return r, false
-			}
-			break
-		}
-		// On a copy: regexp keeps its input in pooled state, so the key
-		// itself would escape, and with it every Message's buffers.
-		b := hb.buf()
-		b.key = append(b.key[:0], m.Key...)
-		loc := idSrc.re.FindSubmatchIndex(b.key)
-		if len(m.Key) == 0 || loc == nil || loc[2] < 0 {
-			return ReasonNoDeviceID, false
-		}
-		id = b.key[loc[2]:loc[3]]
-		if r := checkID(id, ReasonNoDeviceID); r != "" {
-			return r, false
-		}
-	case srcHeader:
-		v, _ := findHeader(m.Headers, idSrc.header)
-		raw, kind, _ := headerValue(v)
-		switch kind {
-		case kindAbsent:
-			return ReasonNoDeviceID, false
-		case kindString:
-		default:
-			return ReasonBadType, false
-		}
-		if r := checkID(raw, ReasonNoDeviceID); r != "" {
-			return r, false
-		}
-		id = raw
+	id, r := d.idOutsideValue(m, hb)
+	if r != "" {
+		return r, false
 	}
 	hb.reset(kafkaMs)
 	if len(m.Value) == 0 {
@@ -410,26 +367,75 @@ func (d *Decoder) Decode(m *Message, hb *Heartbeat) (reason Reason, ok bool) {
 		return r, false
 	}
 	if id == nil {
-		f := doc.find(d, slotID, m, kafkaMs)
-		switch f.kind {
-		case kindAbsent:
-			return ReasonNoDeviceID, false
-		case kindString:
-		default:
-			return ReasonBadType, false
-		}
-		raw := f.raw
-		if needsUnquote(raw, f.flags) {
-			b := hb.buf()
-			b.id = unquote(b.id[:0], raw)
-			raw = b.id
-		}
-		if r := checkID(raw, ReasonNoDeviceID); r != "" {
+		if id, r = d.idInValue(&doc, m, hb, kafkaMs); r != "" {
 			return r, false
 		}
-		id = raw
 	}
 	return d.apply(m, hb, &doc, id, kafkaMs)
+}
+
+// idOutsideValue returns the device id when it comes from the key or a
+// header (nil when it comes from the value), or why the message is
+// invalid.
+func (d *Decoder) idOutsideValue(m *Message, hb *Heartbeat) ([]byte, Reason) {
+	idSrc := &d.src[slotID]
+	var id []byte
+	switch idSrc.kind {
+	case srcKey:
+		return m.Key, checkID(m.Key, ReasonNoKey)
+	case srcKeyRegex:
+		if seg := idSrc.seg; seg != nil {
+			start, end, ok := seg.match(m.Key)
+			if !ok {
+				return nil, ReasonNoDeviceID
+			}
+			id = m.Key[start:end]
+			break
+		}
+		// On a copy: regexp keeps its input in pooled state, so the key
+		// itself would escape, and with it every Message's buffers.
+		b := hb.buf()
+		b.key = append(b.key[:0], m.Key...)
+		loc := idSrc.re.FindSubmatchIndex(b.key)
+		if len(m.Key) == 0 || loc == nil || loc[2] < 0 {
+			return nil, ReasonNoDeviceID
+		}
+		id = b.key[loc[2]:loc[3]]
+	case srcHeader:
+		v, _ := findHeader(m.Headers, idSrc.header)
+		raw, kind, _ := headerValue(v)
+		switch kind {
+		case kindAbsent:
+			return nil, ReasonNoDeviceID
+		case kindString:
+		default:
+			return nil, ReasonBadType
+		}
+		id = raw
+	default:
+		return nil, ""
+	}
+	return id, checkID(id, ReasonNoDeviceID)
+}
+
+// idInValue returns the device id found in the value or the payload, or
+// why the message is invalid.
+func (d *Decoder) idInValue(doc *document, m *Message, hb *Heartbeat, kafkaMs int64) ([]byte, Reason) {
+	f := doc.find(d, slotID, m, kafkaMs)
+	switch f.kind {
+	case kindAbsent:
+		return nil, ReasonNoDeviceID
+	case kindString:
+	default:
+		return nil, ReasonBadType
+	}
+	raw := f.raw
+	if needsUnquote(raw, f.flags) {
+		b := hb.buf()
+		b.id = unquote(b.id[:0], raw)
+		raw = b.id
+	}
+	return raw, checkID(raw, ReasonNoDeviceID)
 }
 
 // checkID applies the device id rules: 1-256 bytes of UTF-8.
