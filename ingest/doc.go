@@ -33,7 +33,11 @@
 //     every record up to the mark is written gets the probe's send time as
 //     its watermark, so an idle partition does not hold firing back (one whose
 //     written offset lies past the mark, a committed offset the partition
-//     does not hold, is not caught up: its reader is about to move).
+//     does not hold, is not caught up: its reader is about to move);
+//   - the stall guard (stall.go) watches each partition's high-water mark
+//     from the probes: a busy partition whose mark stands still is
+//     stalled, and its watermark is capped so that a silence storm holds
+//     firing instead of paging per device (the README's "Silence storms").
 //
 // Only after Redis (and the dead-letter topic) acknowledged a batch are its
 // offsets committed and the partitions' watermarks raised: a Redis outage

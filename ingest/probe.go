@@ -24,113 +24,156 @@ import (
 // the new partitions get readers within a few hundred milliseconds instead
 // of at kafka-go's next partition watch.
 func (in *Ingest) probe(ctx context.Context, client *kafka.Client, pos map[int]*position, confirmed *atomic.Int64, guard *stallGuard) {
-	topic := in.opts.Kafka.SignalsTopic
 	dialer, err := in.opts.Kafka.Dialer()
 	if err != nil {
 		in.opts.Log.Error("kafka dialer", "err", err)
 		return
 	}
-	counter := &partitionCounter{dialer: dialer, brokers: in.opts.Kafka.Brokers, topic: topic}
-	defer counter.close()
-	unconfirmed := retry.Outage{Log: in.opts.Log,
-		Down: "cannot confirm the signals topic's partition count; watermarks held",
-		Up:   "signals topic's partition count confirmed again"}
-	// partitions is the count this generation confirmed first: the topic
-	// as the group's assignment saw it.
-	partitions := 0
-	// The high-water mark (read_uncommitted), not the last stable offset
-	// the readers stop at: a plain record appended behind an open
-	// transaction cannot be read until the transaction ends, and the
-	// watermark must not pass it meanwhile.
-	reqs := make([]kafka.OffsetRequest, 0, len(pos))
-	for p := range pos {
-		reqs = append(reqs, kafka.LastOffsetOf(p))
-	}
+	pr := in.newProber(client, dialer, pos, confirmed, guard)
+	defer pr.close()
 	t := time.NewTicker(in.cfg.ProbeInterval)
 	defer t.Stop()
-	// The partitions are this generation's: once it ends, another instance
-	// may own them, and a lag left behind here would be stale (and could
-	// keep FlatlineConsumerLagHigh firing). kafka-go starts the next
-	// generation only after this one's goroutines returned, so the next
-	// prober sets its own partitions' series afresh.
-	if in.opts.Metrics != nil {
-		defer func() {
-			for p := range pos {
-				in.opts.Metrics.ConsumerLag.DeleteLabelValues(strconv.Itoa(p))
-			}
-		}()
-	}
-	wms := make(map[int]int64, len(pos))
-	hwms := make(map[int]int64, len(pos))
-	counted := make(chan partitionCount, 1)
 	for {
 		sent := in.opts.Now().UnixMilli()
-		clear(wms)
-		// The count is asked beside the high-water marks, not after them:
-		// asked after sent, it confirms sent either way, and the
-		// watermarks wait for one round trip to the brokers instead of
-		// two. It is asked even when the probe fails: the watermarks of
-		// fetched batches move only as far as it was confirmed.
-		go func() {
-			n, err := counter.count(ctx)
-			counted <- partitionCount{n, err}
-		}()
-		resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
-		if err == nil {
-			in.probed(sent, resp.Topics[topic], pos, wms)
-			if guard != nil {
-				gctx, cancel := in.link.bounded(ctx)
-				guard.probed(gctx, sent, in.opts.Now().UnixMilli(), highWaterMarks(resp.Topics[topic], hwms))
-				cancel()
-			}
-		} else if ctx.Err() == nil {
-			in.opts.Log.Debug("probe high-water marks", "err", err)
-		}
-		c := <-counted
-		n, err := c.n, c.err
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			unconfirmed.Failed(err)
-			clear(wms)
-		case partitions == 0 || n == partitions:
-			partitions = n
-			unconfirmed.Succeeded()
-			if sent > confirmed.Load() {
-				confirmed.Store(sent)
-			}
-		default:
-			in.partitionsChanged(ctx, partitions, n)
+		wms, ok := pr.ask(ctx, sent)
+		if !ok {
 			return
 		}
-		guard.capAt(wms)
-		// This process's scanners first, as with written batches (see
-		// raiser): what the probe found is true whether or not Redis has
-		// it yet.
-		if in.opts.Raised != nil {
-			in.opts.Raised(wms)
-		}
-		if err := in.link.attempt(ctx, "watermarks", func(ctx context.Context) error {
-			return in.opts.Store.RaiseWatermarks(ctx, partitions, wms)
-		}); err != nil {
-			if ctx.Err() == nil {
-				in.opts.Log.Debug("raise watermarks", "err", err)
-			}
-		}
-		// The storm guard's own round trips to Redis (re-reading the
-		// stalls, saving what it learned) come last: they are bookkeeping,
-		// and must not hold this probe's watermarks back.
-		if guard != nil {
-			gctx, cancel := in.link.bounded(ctx)
-			guard.maintain(gctx, sent)
-			cancel()
-		}
+		pr.raise(ctx, sent, wms)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// prober is one generation's probe loop: what it asks and what it keeps
+// from one probe to the next.
+type prober struct {
+	in        *Ingest
+	client    *kafka.Client
+	topic     string
+	pos       map[int]*position
+	confirmed *atomic.Int64
+	guard     *stallGuard
+	counter   *partitionCounter
+	// unconfirmed logs an outage of the partition-count confirmation once.
+	unconfirmed retry.Outage
+	// partitions is the count this generation confirmed first: the topic
+	// as the group's assignment saw it.
+	partitions int
+	// The high-water mark (read_uncommitted), not the last stable offset
+	// the readers stop at: a plain record appended behind an open
+	// transaction cannot be read until the transaction ends, and the
+	// watermark must not pass it meanwhile.
+	reqs      []kafka.OffsetRequest
+	wms, hwms map[int]int64
+	counted   chan partitionCount
+}
+
+func (in *Ingest) newProber(client *kafka.Client, dialer *kafka.Dialer, pos map[int]*position, confirmed *atomic.Int64, guard *stallGuard) *prober {
+	topic := in.opts.Kafka.SignalsTopic
+	pr := &prober{
+		in: in, client: client, topic: topic, pos: pos, confirmed: confirmed, guard: guard,
+		counter: &partitionCounter{dialer: dialer, brokers: in.opts.Kafka.Brokers, topic: topic},
+		unconfirmed: retry.Outage{Log: in.opts.Log,
+			Down: "cannot confirm the signals topic's partition count; watermarks held",
+			Up:   "signals topic's partition count confirmed again"},
+		reqs:    make([]kafka.OffsetRequest, 0, len(pos)),
+		wms:     make(map[int]int64, len(pos)),
+		hwms:    make(map[int]int64, len(pos)),
+		counted: make(chan partitionCount, 1),
+	}
+	for p := range pos {
+		pr.reqs = append(pr.reqs, kafka.LastOffsetOf(p))
+	}
+	return pr
+}
+
+// close ends the generation's probing. The partitions are this
+// generation's: once it ends, another instance may own them, and a lag left
+// behind here would be stale (and could keep FlatlineConsumerLagHigh
+// firing). kafka-go starts the next generation only after this one's
+// goroutines returned, so the next prober sets its own partitions' series
+// afresh.
+func (pr *prober) close() {
+	pr.counter.close()
+	if m := pr.in.opts.Metrics; m != nil {
+		for p := range pr.pos {
+			m.ConsumerLag.DeleteLabelValues(strconv.Itoa(p))
+		}
+	}
+}
+
+// ask sends one probe at sent and returns the watermarks it proves, or
+// false when the prober is to stop (the context ended, or partitions were
+// added: see probe).
+func (pr *prober) ask(ctx context.Context, sent int64) (map[int]int64, bool) {
+	in, wms := pr.in, pr.wms
+	clear(wms)
+	// The count is asked beside the high-water marks, not after them:
+	// asked after sent, it confirms sent either way, and the watermarks
+	// wait for one round trip to the brokers instead of two. It is asked
+	// even when the probe fails: the watermarks of fetched batches move
+	// only as far as it was confirmed.
+	go func() {
+		n, err := pr.counter.count(ctx)
+		pr.counted <- partitionCount{n, err}
+	}()
+	resp, err := pr.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{pr.topic: pr.reqs}})
+	if err == nil {
+		in.probed(sent, resp.Topics[pr.topic], pr.pos, wms)
+		if pr.guard != nil {
+			gctx, cancel := in.link.bounded(ctx)
+			pr.guard.probed(gctx, sent, in.opts.Now().UnixMilli(), highWaterMarks(resp.Topics[pr.topic], pr.hwms))
+			cancel()
+		}
+	} else if ctx.Err() == nil {
+		in.opts.Log.Debug("probe high-water marks", "err", err)
+	}
+	c := <-pr.counted
+	switch {
+	case ctx.Err() != nil:
+		return nil, false
+	case c.err != nil:
+		pr.unconfirmed.Failed(c.err)
+		clear(wms)
+	case pr.partitions == 0 || c.n == pr.partitions:
+		pr.partitions = c.n
+		pr.unconfirmed.Succeeded()
+		if sent > pr.confirmed.Load() {
+			pr.confirmed.Store(sent)
+		}
+	default:
+		in.partitionsChanged(ctx, pr.partitions, c.n)
+		return nil, false
+	}
+	pr.guard.capAt(wms)
+	return wms, true
+}
+
+// raise hands the probe's watermarks on: to this process's scanners first,
+// as with written batches (see raiser) — what the probe found is true
+// whether or not Redis has it yet — then to Redis; the storm guard's own
+// round trips (re-reading the stalls, saving what it learned) come last:
+// they are bookkeeping, and must not hold this probe's watermarks back.
+func (pr *prober) raise(ctx context.Context, sent int64, wms map[int]int64) {
+	in := pr.in
+	if in.opts.Raised != nil {
+		in.opts.Raised(wms)
+	}
+	if err := in.link.attempt(ctx, "watermarks", func(ctx context.Context) error {
+		return in.opts.Store.RaiseWatermarks(ctx, pr.partitions, wms)
+	}); err != nil {
+		if ctx.Err() == nil {
+			in.opts.Log.Debug("raise watermarks", "err", err)
+		}
+	}
+	if pr.guard != nil {
+		gctx, cancel := in.link.bounded(ctx)
+		pr.guard.maintain(gctx, sent)
+		cancel()
 	}
 }
 

@@ -17,41 +17,7 @@ func (in *Ingest) writer(ctx context.Context, commits *pendingMax, raises *raise
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		for w := range queue {
-			<-w.done
-			err := w.err
-			if err == nil {
-				err = w.p.finish(ctx)
-			}
-			if err != nil {
-				// The generation ended mid-batch: nothing is committed,
-				// the partitions' next owner re-reads the batch.
-				in.opts.Log.Debug("batch abandoned", "err", err)
-				return
-			}
-			p := w.p
-			offsets, wms := p.written()
-			for part, off := range offsets {
-				t, ok := pos[part].wrote(off, p.resets[part])
-				if !ok {
-					// Read before the partition's offset was reset: neither
-					// its offsets nor its record times say where the
-					// partition stands now.
-					delete(offsets, part)
-					delete(wms, part)
-					continue
-				}
-				if t > wms[part] {
-					wms[part] = t
-				}
-			}
-			// The local scanners take the watermarks at once; their raise
-			// in Redis and the commit follow in the background: the next
-			// batch goes to Redis at once.
-			raises.wrote(wms)
-			commits.add(offsets)
-			free <- p
-		}
+		in.followWrites(ctx, queue, commits, raises, pos, free)
 	}()
 	var last *writing
 	defer func() {
@@ -108,4 +74,49 @@ type writing struct {
 	ordered bool
 	done    chan struct{} // closed when the write ended; err says how
 	err     error
+}
+
+// followWrites takes the writes in batch order as each is done: it
+// finishes the batch (dead letters, recovered events) and moves its
+// offsets, watermarks and commits on, until the queue closes or a batch is
+// abandoned.
+func (in *Ingest) followWrites(ctx context.Context, queue <-chan *writing, commits *pendingMax, raises *raiser, pos map[int]*position, free chan<- *processor) {
+	for w := range queue {
+		<-w.done
+		err := w.err
+		if err == nil {
+			err = w.p.finish(ctx)
+		}
+		if err != nil {
+			// The generation ended mid-batch: nothing is committed,
+			// the partitions' next owner re-reads the batch.
+			in.opts.Log.Debug("batch abandoned", "err", err)
+			return
+		}
+		movedOn(w.p, commits, raises, pos)
+		free <- w.p
+	}
+}
+
+// movedOn hands a written batch's offsets and watermarks on. The local
+// scanners take the watermarks at once; their raise in Redis and the commit
+// follow in the background: the next batch goes to Redis at once.
+func movedOn(p *processor, commits *pendingMax, raises *raiser, pos map[int]*position) {
+	offsets, wms := p.written()
+	for part, off := range offsets {
+		t, ok := pos[part].wrote(off, p.resets[part])
+		if !ok {
+			// Read before the partition's offset was reset: neither its
+			// offsets nor its record times say where the partition
+			// stands now.
+			delete(offsets, part)
+			delete(wms, part)
+			continue
+		}
+		if t > wms[part] {
+			wms[part] = t
+		}
+	}
+	raises.wrote(wms)
+	commits.add(offsets)
 }
