@@ -177,11 +177,14 @@ type Decoder struct {
 	strict   bool
 	classes  map[string]classTimeout
 
-	src     [numSlots]source // where each slot comes from (srcNone: nowhere)
-	base64  bool             // the payload is base64-json
-	vplan   plan             // what to locate in a JSON value
-	pplan   plan             // what to locate in the payload
-	payload bool             // some field reads the payload
+	src [numSlots]source // where each slot comes from (srcNone: nowhere)
+	// allJSON is set when every field is a member of a JSON value or
+	// nothing (the native shape, format json).
+	allJSON bool
+	base64  bool // the payload is base64-json
+	vplan   plan // what to locate in a JSON value
+	pplan   plan // what to locate in the payload
+	payload bool // some field reads the payload
 	avro    *Avro
 }
 
@@ -301,6 +304,10 @@ func (d *Decoder) parseSources(cfg Config) error {
 	if d.src[slotID].kind == srcKey && d.format == FormatJSON {
 		d.src[slotIDCheck] = source{kind: srcValue, path: []string{"device_id"}}
 	}
+	d.allJSON = d.format == FormatJSON
+	for _, s := range d.src[slotTS:slotPayload] {
+		d.allJSON = d.allJSON && (s.kind == srcValue || s.kind == srcNone)
+	}
 	for slot, s := range d.src {
 		switch s.kind {
 		case srcValue:
@@ -359,10 +366,17 @@ func (d *Decoder) Decode(m *Message, hb *Heartbeat) (reason Reason, ok bool) {
 		return ReasonTooLarge, false
 	}
 
-	// read returns the document rather than filling one through a
-	// pointer: a slice stored through a pointer escapes, and would take
-	// every message's buffers to the heap with it.
-	doc, r := d.read(m, hb)
+	var doc document
+	if d.allJSON && !d.payload {
+		// The native shape's path, without read's copy of the document.
+		doc.value = m.Value
+		r = parseObject(m.Value, &d.vplan, &doc.vf)
+	} else {
+		// read returns the document rather than filling one through a
+		// pointer: a slice stored through a pointer escapes, and would
+		// take every message's buffers to the heap with it.
+		doc, r = d.read(m, hb)
+	}
 	if r != "" {
 		return r, false
 	}
@@ -533,11 +547,7 @@ func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) found
 // apply turns the located fields into hb, checking types and values, in
 // the order of the reasons: bad_type, bad_ts, id_mismatch, unknown_class.
 func (d *Decoder) apply(m *Message, hb *Heartbeat, doc *document, id []byte, kafkaMs int64) (Reason, bool) {
-	ts := doc.find(d, slotTS, m, kafkaMs)
-	class := doc.find(d, slotClass, m, kafkaMs)
-	tmo := doc.find(d, slotTimeout, m, kafkaMs)
-	parent := doc.find(d, slotParent, m, kafkaMs)
-	check := doc.find(d, slotIDCheck, m, kafkaMs)
+	ts, class, tmo, parent, check := d.fields(doc, m, kafkaMs)
 	textTimeout := tmo.kind == kindString && tmo.flags&flagLiteral != 0
 	if !isKind(check.kind, kindString) ||
 		ts.kind == kindOther ||
@@ -597,6 +607,23 @@ func (d *Decoder) apply(m *Message, hb *Heartbeat, doc *document, id []byte, kaf
 		return d.applyParent(hb, parent)
 	}
 	return "", true
+}
+
+// fields finds the fields apply reads.
+func (d *Decoder) fields(doc *document, m *Message, kafkaMs int64) (ts, class, tmo, parent, check found) {
+	if d.allJSON {
+		// The native shape's path: every field a member of the JSON value
+		// (or none, whose span is empty), read without find's dispatch.
+		return doc.span(slotTS), doc.span(slotClass), doc.span(slotTimeout), doc.span(slotParent), doc.span(slotIDCheck)
+	}
+	return doc.find(d, slotTS, m, kafkaMs), doc.find(d, slotClass, m, kafkaMs), doc.find(d, slotTimeout, m, kafkaMs),
+		doc.find(d, slotParent, m, kafkaMs), doc.find(d, slotIDCheck, m, kafkaMs)
+}
+
+// span is the located member of the JSON value that fills slot.
+func (doc *document) span(slot int) found {
+	sp := &doc.vf[slot]
+	return found{raw: doc.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
 }
 
 // isKind reports whether a field's kind is absent or want.
