@@ -5,31 +5,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flatline-dev/flatline/app/demo"
 	"github.com/flatline-dev/flatline/internal/simulate"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
-
-// syncBuffer is an io.Writer tests read while RunDev writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var trackedRe = regexp.MustCompile(`tracked +(\d+)`)
 
@@ -40,7 +22,7 @@ func TestDevReadsEveryShape(t *testing.T) {
 	for _, shape := range []simulate.Shape{simulate.ShapeEMQX5, simulate.ShapeEMQX4, simulate.ShapeMQTTTopic, simulate.ShapeAzure, simulate.ShapeAvro} {
 		t.Run(string(shape), func(t *testing.T) {
 			t.Parallel()
-			var out, errOut syncBuffer
+			var out, errOut testenv.SyncBuffer
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
