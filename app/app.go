@@ -175,8 +175,7 @@ func (a *App) buildLayout(ctx context.Context) error {
 	if a.policy, err = loadPolicy(ctx, a.Store, a.cfg.Timeouts); err != nil {
 		return err
 	}
-	a.Watcher = rebalance.NewWatcher(a.Store, a.cfg.Shards, a.log)
-	a.Watcher.Announce(a.id)
+	a.Watcher = rebalance.NewWatcher(rebalance.WatcherOptions{Store: a.Store, Config: a.cfg.Shards, Instance: a.id, Log: a.log})
 	_, err = a.Watcher.Init(ctx, a.cfg.Shards.InitialCount)
 	return err
 }

@@ -74,8 +74,9 @@ func failoverAfterLag(t *testing.T, replicas int) int {
 		},
 	})
 	t.Cleanup(func() { _ = rdb.Close() })
-	store := shard.NewStore(rdb, shard.NewKeys(testenv.Prefix(t)))
-	store.SetDurability(shard.Durability{Replicas: replicas, Timeout: 200 * time.Millisecond})
+	store := shard.New(rdb, shard.Options{
+		Keys: shard.NewKeys(testenv.Prefix(t)), Durability: shard.Durability{Replicas: replicas, Timeout: 200 * time.Millisecond},
+	})
 	if err := store.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func (r *rig) start(t *testing.T, cfg ingest.Config) {
 	if os.Getenv("FLATLINE_TEST_LOGS") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	w := rebalance.NewWatcher(r.store, rebalance.DefaultConfig(), log)
+	w := rebalance.NewWatcher(rebalance.WatcherOptions{Store: r.store, Config: rebalance.DefaultConfig(), Log: log})
 	if _, err := w.Init(ctx, 4); err != nil {
 		t.Fatal(err)
 	}

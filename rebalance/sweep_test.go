@@ -20,7 +20,7 @@ func TestSweepMovesDownEntries(t *testing.T) {
 	ctx := context.Background()
 	st, _ := testenv.Store(t)
 	log := slog.New(slog.DiscardHandler)
-	w := NewWatcher(st, DefaultConfig(), log)
+	w := NewWatcher(WatcherOptions{Store: st, Config: DefaultConfig(), Log: log})
 	if _, err := w.Init(ctx, 16); err != nil {
 		t.Fatal(err)
 	}

@@ -21,21 +21,23 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	current  shard.Layout
-	instance string
+	instance string // set at construction, read only
 }
 
-// Announce makes the watcher record, at every poll, that instance id routes
-// by the layout it loaded (the sweeper finalizes a migration only once every
-// live instance does).
-func (w *Watcher) Announce(id string) {
-	w.mu.Lock()
-	w.instance = id
-	w.mu.Unlock()
+// WatcherOptions is what a Watcher is built from.
+type WatcherOptions struct {
+	Store  *shard.Store
+	Config Config
+	// Instance, when set, is recorded at every poll as routing by the
+	// layout the watcher loaded (the sweeper finalizes a migration only
+	// once every live instance does); "" for a watcher that only reads.
+	Instance string
+	Log      *slog.Logger
 }
 
-// NewWatcher returns a watcher polling the store every cfg.PollInterval.
-func NewWatcher(store *shard.Store, cfg Config, log *slog.Logger) *Watcher {
-	return &Watcher{store: store, interval: cfg.PollInterval, log: log, now: time.Now}
+// NewWatcher returns a watcher polling the store every Config.PollInterval.
+func NewWatcher(opts WatcherOptions) *Watcher {
+	return &Watcher{store: opts.Store, interval: opts.Config.PollInterval, log: opts.Log, instance: opts.Instance, now: time.Now}
 }
 
 // Init loads the layout, storing {count: initial} first on a fresh
@@ -101,11 +103,8 @@ func (w *Watcher) refresh(ctx context.Context) error {
 	if w.set(l) && l.Epoch > old.Epoch {
 		w.log.Info("layout changed", "count", l.Count, "previous", l.Previous, "epoch", l.Epoch)
 	}
-	w.mu.Lock()
-	id := w.instance
-	w.mu.Unlock()
-	if id != "" {
-		return w.store.SeeLayout(ctx, id, l.Epoch, w.now().UnixMilli())
+	if w.instance != "" {
+		return w.store.SeeLayout(ctx, w.instance, l.Epoch, w.now().UnixMilli())
 	}
 	return nil
 }

@@ -56,7 +56,7 @@ func testStaleWriter(t *testing.T, from, to int) {
 	if _, err := rebalance.Scale(ctx, store, to, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	w := rebalance.NewWatcher(store, rebalance.DefaultConfig(), log)
+	w := rebalance.NewWatcher(rebalance.WatcherOptions{Store: store, Config: rebalance.DefaultConfig(), Log: log})
 	if _, err := w.Init(ctx, from); err != nil {
 		t.Fatal(err)
 	}

@@ -26,12 +26,6 @@ type Durability struct {
 // (its commands are idempotent) and wait again.
 var ErrNotReplicated = errors.New("not confirmed by enough replicas")
 
-// SetDurability makes Write and WriteAfter return without error only once
-// d holds. It must be called before the store is used.
-//
-// Deprecated: set Options.Durability in New.
-func (s *Store) SetDurability(d Durability) { s.dur = d }
-
 // How a write is confirmed.
 //
 // WAIT counts the replicas that acknowledged the replication offset of the

@@ -36,7 +36,7 @@ func checkLookups(t *testing.T, rec avro.Record, cases []lookupCase) {
 }
 
 func TestDecodeReadsHeartbeatFieldsThroughUnionsAndNestedRecords(t *testing.T) {
-	srv := startRegistry(t)
+	srv := testenv.SchemaRegistry(t)
 	id, schema := register(t, srv, "heartbeats-value", avro.HeartbeatSchema)
 	_, dec := newDecoder(t, configFor(srv))
 
@@ -69,7 +69,7 @@ func TestDecodeReadsHeartbeatFieldsThroughUnionsAndNestedRecords(t *testing.T) {
 }
 
 func TestDecodeReadsEveryKind(t *testing.T) {
-	srv := startRegistry(t)
+	srv := testenv.SchemaRegistry(t)
 	id, schema := register(t, srv, "sink-value", sinkSchema)
 	_, dec := newDecoder(t, configFor(srv))
 
@@ -110,7 +110,7 @@ func TestDecodeReadsEveryKind(t *testing.T) {
 }
 
 func TestDecodeRefusesWhatIsNotTheWireFormatOrItsSchema(t *testing.T) {
-	srv := startRegistry(t)
+	srv := testenv.SchemaRegistry(t)
 	id, schema := register(t, srv, "heartbeats-value", avro.HeartbeatSchema)
 	arrID, _ := register(t, srv, "arrays-value", `{"type": "record", "name": "Arr", "fields": [{"name": "a", "type": {"type": "array", "items": "string"}}]}`)
 	sinkID, _ := register(t, srv, "sink-value", sinkSchema)
@@ -163,7 +163,7 @@ func TestDecodeRefusesWhatIsNotTheWireFormatOrItsSchema(t *testing.T) {
 }
 
 func TestDecodeReadsAnArrayOfNullsWithoutIteratingIt(t *testing.T) {
-	srv := startRegistry(t)
+	srv := testenv.SchemaRegistry(t)
 	id, _ := register(t, srv, "nulls-value", `{"type": "record", "name": "Nulls", "fields": [
 		{"name": "n", "type": {"type": "array", "items": "null"}}, {"name": "s", "type": "string"}]}`)
 	_, dec := newDecoder(t, configFor(srv))
@@ -177,10 +177,8 @@ func TestDecodeReadsAnArrayOfNullsWithoutIteratingIt(t *testing.T) {
 }
 
 func TestDecodeDoesNotAliasTheValue(t *testing.T) {
-	srv := startRegistry(t)
-	id, schema := register(t, srv, "heartbeats-value", avro.HeartbeatSchema)
-	_, dec := newDecoder(t, configFor(srv))
-	value := encode(t, id, schema, heartbeat())
+	f := newHeartbeatFixture(t)
+	dec, value := f.dec, f.value
 	rec, err := dec.Decode(testenv.Context(t, 10*time.Second), value)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +193,7 @@ func TestDecodeDoesNotAliasTheValue(t *testing.T) {
 }
 
 func TestUnknownSchemaIsNotCachedAndFoundOnceRegistered(t *testing.T) {
-	srv := startRegistry(t)
+	srv := testenv.SchemaRegistry(t)
 	first, _ := register(t, srv, "other-value", `{"type": "record", "name": "Other", "fields": []}`)
 	reg, dec := newDecoder(t, configFor(srv))
 	schema, err := avro.ParseSchema(avro.HeartbeatSchema)
@@ -231,10 +229,8 @@ func TestUnknownSchemaIsNotCachedAndFoundOnceRegistered(t *testing.T) {
 }
 
 func TestDecodeFetchesEachSchemaOnce(t *testing.T) {
-	srv := startRegistry(t)
-	id, schema := register(t, srv, "heartbeats-value", avro.HeartbeatSchema)
-	_, dec := newDecoder(t, configFor(srv))
-	value := encode(t, id, schema, heartbeat())
+	f := newHeartbeatFixture(t)
+	srv, dec, value := f.srv, f.dec, f.value
 	ctx := testenv.Context(t, 10*time.Second)
 
 	// Many partitions meeting a new id at once send one request.
@@ -276,7 +272,7 @@ func TestDecodeFetchesEachSchemaOnce(t *testing.T) {
 }
 
 func TestSchemaThatIsNotReadableAvroIsBadWireAndCached(t *testing.T) {
-	srv := startRegistry(t)
+	srv := testenv.SchemaRegistry(t)
 	id, err := srv.Register("broken-value", `{"type": "record", "name": "Broken", "fields": [{"name": "a", "type": "NoSuchType"}]}`)
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +291,7 @@ func TestSchemaThatIsNotReadableAvroIsBadWireAndCached(t *testing.T) {
 }
 
 func TestSchemaReferencesAreFetched(t *testing.T) {
-	srv := startRegistry(t)
+	srv := testenv.SchemaRegistry(t)
 	_, err := srv.Register("meta", `{"type": "record", "name": "Meta", "namespace": "dev.flatline", "fields": [{"name": "site", "type": "string"}]}`)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flatline-dev/flatline/decode/avro"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // fuzzPaths are the paths looked up in every value FuzzDecode decodes.
@@ -26,7 +27,7 @@ var fuzzPaths = [][]string{
 // The seeds are valid values of both schemas, their truncations, and the
 // header's mistakes.
 func FuzzDecode(f *testing.F) {
-	srv := startRegistry(f)
+	srv := testenv.SchemaRegistry(f)
 	hbID, hbSchema := register(f, srv, "heartbeats-value", avro.HeartbeatSchema)
 	sinkID, sinkSchemaParsed := register(f, srv, "sink-value", sinkSchema)
 	_, dec := newDecoder(f, configFor(srv))

@@ -15,16 +15,21 @@ import (
 // outlives them (testenv.VerifyTestMain).
 func TestMain(m *testing.M) { testenv.VerifyTestMain(m) }
 
-// startRegistry serves an empty schema registry on a free loopback port
-// until the test ends.
-func startRegistry(t testing.TB, opts ...schemareg.Option) *schemareg.Server {
+// heartbeatFixture is the common start of a test: a registry holding the
+// heartbeat schema, a Decoder on it, and a heartbeat value in that schema.
+type heartbeatFixture struct {
+	srv   *schemareg.Server
+	reg   *avro.Registry
+	dec   *avro.Decoder
+	value []byte
+}
+
+func newHeartbeatFixture(t testing.TB) heartbeatFixture {
 	t.Helper()
-	srv, err := schemareg.Start("127.0.0.1:0", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
+	srv := testenv.SchemaRegistry(t)
+	id, schema := register(t, srv, "heartbeats-value", avro.HeartbeatSchema)
+	reg, dec := newDecoder(t, configFor(srv))
+	return heartbeatFixture{srv: srv, reg: reg, dec: dec, value: encode(t, id, schema, heartbeat())}
 }
 
 // newDecoder returns a Decoder on the registry of cfg (url set by the

@@ -17,10 +17,8 @@ import (
 )
 
 func TestUnreachableRegistryIsAnOutageUntilItIsBack(t *testing.T) {
-	srv := startRegistry(t)
-	id, schema := register(t, srv, "heartbeats-value", avro.HeartbeatSchema)
-	reg, dec := newDecoder(t, configFor(srv))
-	value := encode(t, id, schema, heartbeat())
+	f := newHeartbeatFixture(t)
+	srv, reg, dec, value := f.srv, f.reg, f.dec, f.value
 	ctx := testenv.Context(t, 10*time.Second)
 
 	srv.Stop()
@@ -74,7 +72,7 @@ func TestRegistryThatDoesNotAnswerTimesOut(t *testing.T) {
 }
 
 func TestBasicAuthWithAPasswordFile(t *testing.T) {
-	srv := startRegistry(t, schemareg.WithBasicAuth("flatline", "s3cret"))
+	srv := testenv.SchemaRegistry(t, schemareg.WithBasicAuth("flatline", "s3cret"))
 	id, schema := register(t, srv, "heartbeats-value", avro.HeartbeatSchema)
 	value := encode(t, id, schema, heartbeat())
 	ctx := testenv.Context(t, 10*time.Second)
@@ -107,7 +105,7 @@ func TestBasicAuthWithAPasswordFile(t *testing.T) {
 
 func TestTLSVerifiesTheRegistryWithTheCAFile(t *testing.T) {
 	certs := testenv.NewCerts(t)
-	srv := startRegistry(t, schemareg.WithTLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}))
+	srv := testenv.SchemaRegistry(t, schemareg.WithTLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}))
 	if !strings.HasPrefix(srv.URL(), "https://") {
 		t.Fatalf("URL() = %s, want https://", srv.URL())
 	}

@@ -23,16 +23,6 @@ func TestMain(m *testing.M) { testenv.VerifyTestMain(m) }
 
 const beat = `{"type": "record", "name": "Beat", "fields": [{"name": "device_id", "type": "string"}]}`
 
-func start(t *testing.T, opts ...schemareg.Option) *schemareg.Server {
-	t.Helper()
-	srv, err := schemareg.Start("127.0.0.1:0", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 func client(t *testing.T, opts ...sr.ClientOpt) *sr.Client {
 	t.Helper()
 	cl, err := sr.NewClient(opts...)
@@ -43,7 +33,7 @@ func client(t *testing.T, opts ...sr.ClientOpt) *sr.Client {
 }
 
 func TestFranzGoClientRegistersAndReadsSchemas(t *testing.T) {
-	srv := start(t)
+	srv := testenv.SchemaRegistry(t)
 	cl := client(t, sr.URLs(srv.URL()))
 	ctx := testenv.Context(t, 10*time.Second)
 
@@ -91,7 +81,7 @@ func TestFranzGoClientRegistersAndReadsSchemas(t *testing.T) {
 }
 
 func TestUnknownIDIsThe404OfTheRegistry(t *testing.T) {
-	srv := start(t)
+	srv := testenv.SchemaRegistry(t)
 	resp, err := http.Get(srv.URL() + "/schemas/ids/42")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +98,7 @@ func TestUnknownIDIsThe404OfTheRegistry(t *testing.T) {
 }
 
 func TestStopRefusesUntilRestartWithTheSameSchemas(t *testing.T) {
-	srv := start(t)
+	srv := testenv.SchemaRegistry(t)
 	id, err := srv.Register("beats-value", beat)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +130,7 @@ func TestStopRefusesUntilRestartWithTheSameSchemas(t *testing.T) {
 }
 
 func TestBasicAuthRefusesOtherCredentials(t *testing.T) {
-	srv := start(t, schemareg.WithBasicAuth("flatline", "s3cret"))
+	srv := testenv.SchemaRegistry(t, schemareg.WithBasicAuth("flatline", "s3cret"))
 	ctx := testenv.Context(t, 10*time.Second)
 
 	if _, err := client(t, sr.URLs(srv.URL()), sr.BasicAuth("flatline", "s3cret")).CreateSchema(ctx, "beats-value", sr.Schema{Schema: beat}); err != nil {
@@ -161,7 +151,7 @@ func TestBasicAuthRefusesOtherCredentials(t *testing.T) {
 
 func TestTLSServesHTTPS(t *testing.T) {
 	certs := testenv.NewCerts(t)
-	srv := start(t, schemareg.WithTLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}))
+	srv := testenv.SchemaRegistry(t, schemareg.WithTLS(&tls.Config{Certificates: []tls.Certificate{certs.Server}, MinVersion: tls.VersionTLS12}))
 	ctx := testenv.Context(t, 10*time.Second)
 	cl := client(t, sr.URLs(srv.URL()), sr.DialTLSConfig(&tls.Config{RootCAs: certs.Pool, MinVersion: tls.VersionTLS12}))
 	if _, err := cl.Subjects(ctx); err != nil {
@@ -177,7 +167,7 @@ func TestTLSServesHTTPS(t *testing.T) {
 }
 
 func TestRequestsCountsEveryRequest(t *testing.T) {
-	srv := start(t, schemareg.WithBasicAuth("u", "p"))
+	srv := testenv.SchemaRegistry(t, schemareg.WithBasicAuth("u", "p"))
 	ctx := context.Background()
 	if got := srv.Requests(); got != 0 {
 		t.Fatalf("Requests() = %d before any, want 0", got)
