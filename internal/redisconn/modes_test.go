@@ -1,17 +1,13 @@
 package redisconn_test
 
 import (
-	"context"
 	"fmt"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/internal/redisconn"
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
@@ -76,16 +72,16 @@ func TestAutoMode(t *testing.T) {
 	standalone := testenv.Redis(t)
 	cluster := testenv.RedisCluster(t, 3)
 
-	rdb, err := redisconn.New(ctx, config(t, standalone.Addr()))
+	rdb, err := redisconn.New(ctx, testenv.RedisConfig(t, standalone.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	if _, ok := rdb.(*redis.Client); !ok || redisconn.ModeOf(rdb, config(t, standalone.Addr())) != redisconn.ModeStandalone {
+	if _, ok := rdb.(*redis.Client); !ok || redisconn.ModeOf(rdb, testenv.RedisConfig(t, standalone.Addr())) != redisconn.ModeStandalone {
 		t.Errorf("standalone server: built %T", rdb)
 	}
 
-	one := config(t, cluster.Addrs()[1])
+	one := testenv.RedisConfig(t, cluster.Addrs()[1])
 	crdb, err := redisconn.New(ctx, one)
 	if err != nil {
 		t.Fatal(err)
@@ -110,11 +106,11 @@ func TestAutoMode(t *testing.T) {
 	withDB := one
 	withDB.DB = 1
 	_, err = redisconn.New(ctx, withDB)
-	oneLine(t, err, "", "redis.db", cluster.Addrs()[1], "cluster mode enabled")
+	testenv.OneLineError(t, err, "", "redis.db", cluster.Addrs()[1], "cluster mode enabled")
 
 	s := testenv.RedisSentinel(t, testenv.SentinelOptions{})
-	_, err = redisconn.New(ctx, config(t, s.Addrs()[0]))
-	oneLine(t, err, "", s.Addrs()[0], "is a Sentinel", "redis.mode: sentinel", "redis.sentinel.master")
+	_, err = redisconn.New(ctx, testenv.RedisConfig(t, s.Addrs()[0]))
+	testenv.OneLineError(t, err, "", s.Addrs()[0], "is a Sentinel", "redis.mode: sentinel", "redis.sentinel.master")
 }
 
 // TestAutoModeWithoutINFO: a user whose ACL denies INFO (as some managed
@@ -124,7 +120,7 @@ func TestAutoModeWithoutINFO(t *testing.T) {
 	ctx := testenv.Context(t, 30*time.Second)
 	const user, pw = "no-info", "pw-no-info"
 	rs := testenv.Redis(t, "--user", user, "on", ">"+pw, "~*", "+@all", "-info")
-	c := config(t, rs.Addr())
+	c := testenv.RedisConfig(t, rs.Addr())
 	c.Username, c.Password = user, pw
 	rdb, err := redisconn.New(ctx, c)
 	if err != nil {
@@ -138,74 +134,6 @@ func TestAutoModeWithoutINFO(t *testing.T) {
 		t.Errorf("built %T, want a standalone client", rdb)
 	}
 	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestUnreachableInAutoMode: a server that does not answer is one line
-// naming its address, within the connect timeout.
-func TestUnreachableInAutoMode(t *testing.T) {
-	t.Parallel()
-	addr := refusingAddr(t)
-	_, _, err := app.Connect(context.Background(), config(t, addr))
-	oneLine(t, err, "", "redis "+addr, "connection refused")
-	t.Logf("unreachable: %v", err)
-}
-
-// TestSentinelMode: through Sentinels that require their own password, to
-// data nodes that require theirs, writes reach the primary; wrong Sentinel
-// credentials are one line; both passwords may come from files.
-func TestSentinelMode(t *testing.T) {
-	t.Parallel()
-	ctx := testenv.Context(t, time.Minute)
-	const dataPW, sentinelPW = "data-Pw-1", "sentinel-Pw-2"
-	s := testenv.RedisSentinel(t, testenv.SentinelOptions{Password: dataPW, SentinelPassword: sentinelPW})
-	c := redisconn.DefaultConfig()
-	c.Mode = redisconn.ModeSentinel
-	c.Addrs = s.Addrs()
-	c.KeyPrefix = testenv.Prefix(t)
-	c.Sentinel.Master = s.Master()
-	c.Password = dataPW
-	c.Sentinel.Password = sentinelPW
-	rdb, store, err := app.Connect(ctx, c)
-	if err != nil {
-		t.Fatalf("connect through the sentinels: %v", err)
-	}
-	defer rdb.Close()
-	if redisconn.ModeOf(rdb, c) != redisconn.ModeSentinel {
-		t.Errorf("mode %s", redisconn.ModeOf(rdb, c))
-	}
-	if _, err := store.RegisterClasses(ctx, []string{"cam"}); err != nil {
-		t.Fatal(err)
-	}
-	primary := s.Primary().Client(t)
-	if n, err := primary.HLen(ctx, store.Keys().Classes()).Result(); err != nil || n == 0 {
-		t.Errorf("the write did not reach the primary %s: %d fields (%v)", s.Primary().Addr(), n, err)
-	}
-	st := redisconn.ReadStatus(ctx, rdb, c)
-	if st.Mode != redisconn.ModeSentinel || st.Replicas != 1 || st.Error != "" {
-		t.Errorf("status %+v; want sentinel with 1 replica", st)
-	}
-
-	bad := c
-	bad.Sentinel.Password = "wrong"
-	_, _, err = app.Connect(ctx, bad)
-	oneLine(t, err, "wrong", "redis")
-	t.Logf("wrong sentinel password: %v", err)
-
-	// Both passwords from files, as Kubernetes mounts Secrets.
-	files := c
-	files.Password, files.PasswordFile = "", writeSecret(t, dataPW+"\n")
-	files.Sentinel.Password, files.Sentinel.PasswordFile = "", writeSecret(t, sentinelPW+"\n")
-	if err := files.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	rdb2, store2, err := app.Connect(ctx, files)
-	if err != nil {
-		t.Fatalf("connect through the sentinels with password files: %v", err)
-	}
-	defer rdb2.Close()
-	if err := store2.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -237,7 +165,7 @@ func TestInspect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rs := testenv.Redis(t, tc.args...)
-			c := config(t, rs.Addr())
+			c := testenv.RedisConfig(t, rs.Addr())
 			if tc.user {
 				c.Username, c.Password = user, pw
 			}
@@ -273,7 +201,7 @@ func TestInspectCluster(t *testing.T) {
 	if err := masters[2].Client(t).ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	c := config(t, cl.Addrs()[0])
+	c := testenv.RedisConfig(t, cl.Addrs()[0])
 	rdb, err := redisconn.New(ctx, c)
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +235,7 @@ func TestClusterClientFollowsAFailover(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, 90*time.Second)
 	cl := testenv.RedisClusterWithReplicas(t, 3, 1)
-	c := config(t, cl.Addrs()[0])
+	c := testenv.RedisConfig(t, cl.Addrs()[0])
 	rdb, err := redisconn.New(ctx, c)
 	if err != nil {
 		t.Fatal(err)
@@ -346,26 +274,4 @@ func TestClusterClientFollowsAFailover(t *testing.T) {
 	}
 	t.Logf("master %s killed; replica promoted %v later; every write through again %v after that",
 		victim.Addr(), promoted.Sub(killed).Round(time.Millisecond), time.Since(promoted).Round(time.Millisecond))
-}
-
-// refusingAddr is a loopback address where nothing listens for as long as
-// the test runs: a port bound by a socket that never listens, so a
-// connection is refused and no other server of a parallel test can take
-// the port (a free port merely looked up can be, and a TLS server there
-// answers a plain client with EOF).
-func refusingAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
 }

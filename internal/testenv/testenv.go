@@ -7,7 +7,10 @@
 // test. Everything a helper starts is torn down by t.Cleanup; a server can
 // be stopped (Stop), crashed (Kill) and restarted (Start) to inject faults.
 // Child processes, flatline binaries under test included, start through
-// StartProcess with an environment from ChildEnv.
+// StartProcess with an environment from ChildEnv. The checks tests of
+// several packages share live here too: redisconn's configuration on one
+// address (RedisConfig), a mounted password file (SecretFile), and a
+// refusal that is one line and echoes no password (OneLineError).
 //
 // It is the test support of the benchmark programs too (bench/cmd): they
 // start their redis-server with StartRedis, and flatline-bench and
