@@ -1,4 +1,4 @@
-package redisconn_test
+package tlsconf_test
 
 import (
 	"crypto/tls"
