@@ -547,7 +547,16 @@ func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) found
 // apply turns the located fields into hb, checking types and values, in
 // the order of the reasons: bad_type, bad_ts, id_mismatch, unknown_class.
 func (d *Decoder) apply(m *Message, hb *Heartbeat, doc *document, id []byte, kafkaMs int64) (Reason, bool) {
-	ts, class, tmo, parent, check := d.fields(doc, m, kafkaMs)
+	var ts, class, tmo, parent, check found
+	if d.allJSON {
+		// The native shape's path: every field a member of the JSON value
+		// (or none, whose span is empty), read without find's dispatch and
+		// inlined, so that the fields stay in registers rather than being
+		// returned through memory.
+		ts, class, tmo, parent, check = doc.span(slotTS), doc.span(slotClass), doc.span(slotTimeout), doc.span(slotParent), doc.span(slotIDCheck)
+	} else {
+		ts, class, tmo, parent, check = d.fields(doc, m, kafkaMs)
+	}
 	textTimeout := tmo.kind == kindString && tmo.flags&flagLiteral != 0
 	if !isKind(check.kind, kindString) ||
 		ts.kind == kindOther ||
@@ -609,13 +618,8 @@ func (d *Decoder) apply(m *Message, hb *Heartbeat, doc *document, id []byte, kaf
 	return "", true
 }
 
-// fields finds the fields apply reads.
+// fields finds the fields apply reads, through their sources.
 func (d *Decoder) fields(doc *document, m *Message, kafkaMs int64) (ts, class, tmo, parent, check found) {
-	if d.allJSON {
-		// The native shape's path: every field a member of the JSON value
-		// (or none, whose span is empty), read without find's dispatch.
-		return doc.span(slotTS), doc.span(slotClass), doc.span(slotTimeout), doc.span(slotParent), doc.span(slotIDCheck)
-	}
 	return doc.find(d, slotTS, m, kafkaMs), doc.find(d, slotClass, m, kafkaMs), doc.find(d, slotTimeout, m, kafkaMs),
 		doc.find(d, slotParent, m, kafkaMs), doc.find(d, slotIDCheck, m, kafkaMs)
 }
