@@ -57,12 +57,16 @@ type fields [numSlots]span
 type plan struct {
 	keys    []planKey
 	longest int // the longest key name, which bounds the keys worth unescaping
+	// byLen[n] is 1 + the index of the first key of n bytes, or 0: most
+	// members are told apart by their length alone, without comparing.
+	byLen []uint8
 }
 
 type planKey struct {
 	name  string
 	slots uint16 // the slots this key's value fills, a bit each
 	sub   *plan  // the plan inside this key's object, or nil
+	next  uint8  // 1 + the index of the next key of the same length, or 0
 }
 
 // add makes the plan locate path into slot.
@@ -84,7 +88,12 @@ func (pl *plan) key(name string) *planKey {
 			return &pl.keys[i]
 		}
 	}
-	pl.keys = append(pl.keys, planKey{name: name})
+	if len(pl.byLen) <= len(name) {
+		pl.byLen = append(pl.byLen, make([]uint8, len(name)+1-len(pl.byLen))...)
+	}
+	// A plan has a key per slot at most, so an index fits a byte.
+	pl.keys = append(pl.keys, planKey{name: name, next: pl.byLen[len(name)]})
+	pl.byLen[len(name)] = uint8(len(pl.keys))
 	pl.longest = max(pl.longest, len(name))
 	return &pl.keys[len(pl.keys)-1]
 }
@@ -99,16 +108,20 @@ func (k *planKey) fill(f *fields, sp span) {
 // lookup returns the plan's key named by an object key's raw contents, or
 // nil.
 func (pl *plan) lookup(raw []byte, flags uint8) *planKey {
-	if needsUnquote(raw, flags) {
+	// The flags first: needsUnquote is a call, and most names are plain.
+	if flags&(flagEscape|flagHigh) != 0 && needsUnquote(raw, flags) {
 		if len(raw) > 6*pl.longest {
 			return nil // cannot unescape to a wanted name
 		}
 		var buf [64]byte
 		raw = unquote(buf[:0], raw)
 	}
-	for i := range pl.keys {
-		if string(raw) == pl.keys[i].name {
-			return &pl.keys[i]
+	if len(raw) >= len(pl.byLen) {
+		return nil
+	}
+	for i := pl.byLen[len(raw)]; i != 0; i = pl.keys[i-1].next {
+		if k := &pl.keys[i-1]; string(raw) == k.name {
+			return k
 		}
 	}
 	return nil
