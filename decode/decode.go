@@ -366,26 +366,43 @@ func (d *Decoder) Decode(m *Message, hb *Heartbeat) (reason Reason, ok bool) {
 		return ReasonTooLarge, false
 	}
 
-	var doc document
 	if d.allJSON && !d.payload {
-		// The native shape's path, without read's copy of the document.
-		doc.value = m.Value
-		r = parseObject(m.Value, &d.vplan, &doc.vf)
-	} else {
-		// read returns the document rather than filling one through a
-		// pointer: a slice stored through a pointer escapes, and would
-		// take every message's buffers to the heap with it.
-		doc, r = d.read(m, hb)
+		// The native shape's path: the fields straight from the value's
+		// spans, without read's copy of the document or find's dispatch.
+		loc := located{value: m.Value}
+		if r = parseObject(m.Value, &d.vplan, &loc.vf); r != "" {
+			return r, false
+		}
+		if id == nil {
+			if id, r = idInValue(loc.get(slotID), hb); r != "" {
+				return r, false
+			}
+		}
+		return d.apply(hb, &loc, id, kafkaMs)
 	}
+	return d.decodeSources(m, hb, id, kafkaMs)
+}
+
+// decodeSources reads the fields of the shapes other than the native one
+// through their sources, then applies them.
+func (d *Decoder) decodeSources(m *Message, hb *Heartbeat, id []byte, kafkaMs int64) (Reason, bool) {
+	// read returns the document rather than filling one through a
+	// pointer: a slice stored through a pointer escapes, and would take
+	// every message's buffers to the heap with it.
+	doc, r := d.read(m, hb)
 	if r != "" {
 		return r, false
 	}
 	if id == nil {
-		if id, r = d.idInValue(&doc, m, hb, kafkaMs); r != "" {
+		if id, r = idInValue(doc.find(d, slotID, m, kafkaMs), hb); r != "" {
 			return r, false
 		}
 	}
-	return d.apply(m, hb, &doc, id, kafkaMs)
+	var f [numSlots]found
+	for _, slot := range [...]int{slotTS, slotClass, slotTimeout, slotParent, slotIDCheck} {
+		f[slot] = doc.find(d, slot, m, kafkaMs)
+	}
+	return d.apply(hb, &located{found: &f}, id, kafkaMs)
 }
 
 // idOutsideValue returns the device id when it comes from the key or a
@@ -432,10 +449,9 @@ func (d *Decoder) idOutsideValue(m *Message, hb *Heartbeat) ([]byte, Reason) {
 	return id, checkID(id, ReasonNoDeviceID)
 }
 
-// idInValue returns the device id found in the value or the payload, or
-// why the message is invalid.
-func (d *Decoder) idInValue(doc *document, m *Message, hb *Heartbeat, kafkaMs int64) ([]byte, Reason) {
-	f := doc.find(d, slotID, m, kafkaMs)
+// idInValue returns the device id found in the value or the payload (f),
+// or why the message is invalid.
+func idInValue(f found, hb *Heartbeat) ([]byte, Reason) {
 	switch f.kind {
 	case kindAbsent:
 		return nil, ReasonNoDeviceID
@@ -544,30 +560,50 @@ func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) found
 	return found{}
 }
 
+// located is what apply reads a message's fields from: on the native
+// shape's path the spans of the JSON value, turned into found values only
+// where a field is read (a found is five words; building all of them up
+// front costs more than the rest of apply), elsewhere what each field's
+// source gave.
+type located struct {
+	value []byte
+	vf    fields
+	found *[numSlots]found // nil on the native shape's path
+}
+
+// kind is the kind of the value that fills slot.
+func (l *located) kind(slot int) valueKind {
+	if l.found != nil {
+		return l.found[slot].kind
+	}
+	return l.vf[slot].kind
+}
+
+// get is the value that fills slot.
+func (l *located) get(slot int) found {
+	if l.found != nil {
+		return l.found[slot]
+	}
+	sp := &l.vf[slot]
+	return found{raw: l.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
+}
+
 // apply turns the located fields into hb, checking types and values, in
 // the order of the reasons: bad_type, bad_ts, id_mismatch, unknown_class.
-func (d *Decoder) apply(m *Message, hb *Heartbeat, doc *document, id []byte, kafkaMs int64) (Reason, bool) {
-	var ts, class, tmo, parent, check found
-	if d.allJSON {
-		// The native shape's path: every field a member of the JSON value
-		// (or none, whose span is empty), read without find's dispatch and
-		// inlined, so that the fields stay in registers rather than being
-		// returned through memory.
-		ts, class, tmo, parent, check = doc.span(slotTS), doc.span(slotClass), doc.span(slotTimeout), doc.span(slotParent), doc.span(slotIDCheck)
-	} else {
-		ts, class, tmo, parent, check = d.fields(doc, m, kafkaMs)
-	}
-	textTimeout := tmo.kind == kindString && tmo.flags&flagLiteral != 0
-	if !isKind(check.kind, kindString) ||
-		ts.kind == kindOther ||
-		!isKind(class.kind, kindString) ||
-		!(isKind(tmo.kind, kindNumber) || textTimeout) ||
-		!isKind(parent.kind, kindString) {
+func (d *Decoder) apply(hb *Heartbeat, l *located, id []byte, kafkaMs int64) (Reason, bool) {
+	ts, class, tmo, parent, check := l.kind(slotTS), l.kind(slotClass), l.kind(slotTimeout), l.kind(slotParent), l.kind(slotIDCheck)
+	// A timeout_ms from a header or Avro is text, read as a number.
+	textTimeout := tmo == kindString && l.get(slotTimeout).flags&flagLiteral != 0
+	if !isKind(check, kindString) ||
+		ts == kindOther ||
+		!isKind(class, kindString) ||
+		!(isKind(tmo, kindNumber) || textTimeout) ||
+		!isKind(parent, kindString) {
 		return ReasonBadType, false
 	}
 
-	if ts.kind != kindAbsent {
-		ms, ok := timeOf(ts)
+	if ts != kindAbsent {
+		ms, ok := timeOf(l.get(slotTS))
 		if !ok {
 			return ReasonBadTS, false
 		}
@@ -578,56 +614,53 @@ func (d *Decoder) apply(m *Message, hb *Heartbeat, doc *document, id []byte, kaf
 		}
 	}
 
-	if check.kind == kindString && !sameString(check.raw, check.flags, id) {
-		return ReasonIDMismatch, false
+	if check == kindString {
+		if c := l.get(slotIDCheck); !sameString(c.raw, c.flags, id) {
+			return ReasonIDMismatch, false
+		}
 	}
 	hb.DeviceID = intern(hb.DeviceID, id)
 
 	base := d.def
-	if class.kind == kindString && len(class.raw) > 0 {
-		if c, ok := d.lookupClass(class.raw, class.flags); ok {
-			hb.Class, base = c.name, c.timeout
-		} else if d.strict {
-			return ReasonUnknownClass, false
-		} else {
-			hb.UnknownClass = true
+	if class == kindString {
+		if c := l.get(slotClass); len(c.raw) > 0 {
+			if c, ok := d.lookupClass(c.raw, c.flags); ok {
+				hb.Class, base = c.name, c.timeout
+			} else if d.strict {
+				return ReasonUnknownClass, false
+			} else {
+				hb.UnknownClass = true
+			}
 		}
 	}
 	hb.Timeout = base
 
-	if tmo.kind != kindAbsent {
-		flags := tmo.flags
-		if textTimeout {
-			flags = numberFlags(tmo.raw)
-		}
-		t, ok := time.Duration(0), false
-		if flags != flagInvalid {
-			t, ok = d.timeoutOf(tmo.raw, flags)
-		}
-		if ok {
-			hb.Timeout = t
-			hb.Override = t != base
-		} else {
-			hb.TimeoutOutOfRange = true
-		}
+	if tmo != kindAbsent {
+		d.applyTimeout(hb, l.get(slotTimeout), textTimeout, base)
 	}
-
-	if parent.kind == kindString {
-		return d.applyParent(hb, parent)
+	if parent == kindString {
+		return d.applyParent(hb, l.get(slotParent))
 	}
 	return "", true
 }
 
-// fields finds the fields apply reads, through their sources.
-func (d *Decoder) fields(doc *document, m *Message, kafkaMs int64) (ts, class, tmo, parent, check found) {
-	return doc.find(d, slotTS, m, kafkaMs), doc.find(d, slotClass, m, kafkaMs), doc.find(d, slotTimeout, m, kafkaMs),
-		doc.find(d, slotParent, m, kafkaMs), doc.find(d, slotIDCheck, m, kafkaMs)
-}
-
-// span is the located member of the JSON value that fills slot.
-func (doc *document) span(slot int) found {
-	sp := &doc.vf[slot]
-	return found{raw: doc.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
+// applyTimeout sets the device's timeout from a present timeout_ms (text
+// when it came from a header or Avro), or flags it out of range.
+func (d *Decoder) applyTimeout(hb *Heartbeat, tmo found, text bool, base time.Duration) {
+	flags := tmo.flags
+	if text {
+		flags = numberFlags(tmo.raw)
+	}
+	t, ok := time.Duration(0), false
+	if flags != flagInvalid {
+		t, ok = d.timeoutOf(tmo.raw, flags)
+	}
+	if ok {
+		hb.Timeout = t
+		hb.Override = t != base
+	} else {
+		hb.TimeoutOutOfRange = true
+	}
 }
 
 // isKind reports whether a field's kind is absent or want.
