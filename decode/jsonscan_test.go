@@ -19,6 +19,37 @@ func TestParseIntEdges(t *testing.T) {
 	}
 }
 
+// TestParseIntMatchesStrconv checks the eight-digit steps against strconv on
+// numbers of every length, with a non-digit anywhere.
+func TestParseIntMatchesStrconv(t *testing.T) {
+	t.Parallel()
+	r := newRand(t)
+	odd := []byte{'/', ':', '-', '+', '.', 'e', ' ', 0x00, 0x80, 0xff, 0x2a, 0x3a, 0x3f, 0x40, 0xf0, 0xfa}
+	for n := 0; n < 200000; n++ {
+		b := make([]byte, 1+r.IntN(24))
+		for i := range b {
+			b[i] = '0' + byte(r.IntN(10))
+			if r.IntN(4) == 0 {
+				b[i] = '9'
+			}
+		}
+		if r.IntN(3) == 0 {
+			b[r.IntN(len(b))] = odd[r.IntN(len(odd))]
+		}
+		if r.IntN(2) == 0 {
+			b = append([]byte{'-'}, b...)
+		}
+		got, ok := parseInt(b)
+		want, err := strconv.ParseInt(string(b), 10, 64)
+		if b[0] == '+' || (len(b) > 1 && b[0] == '-' && b[1] == '+') {
+			err = strconv.ErrSyntax // strconv takes a sign JSON does not
+		}
+		if ok != (err == nil) || (ok && got != want) {
+			t.Fatalf("parseInt(%q) = %d, %v; strconv says %d, %v", b, got, ok, want, err)
+		}
+	}
+}
+
 // TestSpecialBytes checks the SWAR string scan against the byte table.
 func TestSpecialBytes(t *testing.T) {
 	t.Parallel()
