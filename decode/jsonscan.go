@@ -67,6 +67,8 @@ type planKey struct {
 	slots uint16 // the slots this key's value fills, a bit each
 	sub   *plan  // the plan inside this key's object, or nil
 	next  uint8  // 1 + the index of the next key of the same length, or 0
+	// head and tail are the ends of the quoted name (see ends).
+	head, tail uint64
 }
 
 // add makes the plan locate path into slot.
@@ -92,7 +94,8 @@ func (pl *plan) key(name string) *planKey {
 		pl.byLen = append(pl.byLen, make([]uint8, len(name)+1-len(pl.byLen))...)
 	}
 	// A plan has a key per slot at most, so an index fits a byte.
-	pl.keys = append(pl.keys, planKey{name: name, next: pl.byLen[len(name)]})
+	head, tail := ends([]byte(`"` + name + `"`))
+	pl.keys = append(pl.keys, planKey{name: name, next: pl.byLen[len(name)], head: head, tail: tail})
 	pl.byLen[len(name)] = uint8(len(pl.keys))
 	pl.longest = max(pl.longest, len(name))
 	return &pl.keys[len(pl.keys)-1]
@@ -105,23 +108,66 @@ func (k *planKey) fill(f *fields, sp span) {
 	}
 }
 
-// lookup returns the plan's key named by an object key's raw contents, or
-// nil.
-func (pl *plan) lookup(raw []byte, flags uint8) *planKey {
+// lookup returns the plan's key named by an object key, quoted as in the
+// document, or nil.
+func (pl *plan) lookup(quoted []byte, flags uint8) *planKey {
 	// The flags first: needsUnquote is a call, and most names are plain.
-	if flags&(flagEscape|flagHigh) != 0 && needsUnquote(raw, flags) {
-		if len(raw) > 6*pl.longest {
-			return nil // cannot unescape to a wanted name
-		}
-		var buf [64]byte
-		raw = unquote(buf[:0], raw)
+	if flags&(flagEscape|flagHigh) != 0 && needsUnquote(quoted[1:len(quoted)-1], flags) {
+		return pl.lookupEscaped(quoted[1 : len(quoted)-1])
 	}
-	if len(raw) >= len(pl.byLen) {
+	n := len(quoted) - 2
+	if n >= len(pl.byLen) {
 		return nil
 	}
-	for i := pl.byLen[len(raw)]; i != 0; i = pl.keys[i-1].next {
-		if k := &pl.keys[i-1]; string(raw) == k.name {
+	i := pl.byLen[n]
+	if i == 0 {
+		return nil
+	}
+	if n > 14 {
+		for ; i != 0; i = pl.keys[i-1].next {
+			if k := &pl.keys[i-1]; string(quoted[1:n+1]) == k.name {
+				return k
+			}
+		}
+		return nil
+	}
+	// Names of the same length are told apart by the two ends of their
+	// quoted form, which together cover it: no call to compare bytes.
+	head, tail := ends(quoted)
+	for ; i != 0; i = pl.keys[i-1].next {
+		if k := &pl.keys[i-1]; k.head == head && k.tail == tail {
 			return k
+		}
+	}
+	return nil
+}
+
+// ends returns the first and the last 8, 4 or 2 bytes of a quoted name of
+// 3-16 bytes, as wide as fits; the two overlap or meet, so two names of
+// the same length are equal exactly when their ends are.
+func ends(q []byte) (head, tail uint64) {
+	switch n := len(q); {
+	case n >= 8:
+		return binary.LittleEndian.Uint64(q), binary.LittleEndian.Uint64(q[n-8:])
+	case n >= 4:
+		return uint64(binary.LittleEndian.Uint32(q)), uint64(binary.LittleEndian.Uint32(q[n-4:]))
+	case n >= 2:
+		return uint64(binary.LittleEndian.Uint16(q)), uint64(binary.LittleEndian.Uint16(q[n-2:]))
+	}
+	return 0, 0
+}
+
+// lookupEscaped returns the plan's key named by an object key's raw
+// contents with escapes, or nil.
+func (pl *plan) lookupEscaped(raw []byte) *planKey {
+	if len(raw) > 6*pl.longest {
+		return nil // cannot unescape to a wanted name
+	}
+	var buf [64]byte
+	raw = unquote(buf[:0], raw)
+	for i := range pl.keys {
+		if string(raw) == pl.keys[i].name {
+			return &pl.keys[i]
 		}
 	}
 	return nil
@@ -175,7 +221,7 @@ func parseMembers(v []byte, i, depth int, pl *plan, f *fields) (int, Reason) {
 		}
 		var k *planKey
 		if pl != nil {
-			k = pl.lookup(v[i+1:end-1], kflags)
+			k = pl.lookup(v[i:end], kflags)
 		}
 		i = skipWS(v, end)
 		if i >= len(v) || v[i] != ':' {

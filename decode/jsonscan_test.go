@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 	"strconv"
 	"testing"
@@ -46,6 +47,78 @@ func TestParseIntMatchesStrconv(t *testing.T) {
 		}
 		if ok != (err == nil) || (ok && got != want) {
 			t.Fatalf("parseInt(%q) = %d, %v; strconv says %d, %v", b, got, ok, want, err)
+		}
+	}
+}
+
+// TestPlanLookupMatchesNames checks the plan's lookup by length and ends
+// against comparing names, on names of 1-20 bytes, some the same length as
+// another and a byte apart, looked up plain and escaped.
+func TestPlanLookupMatchesNames(t *testing.T) {
+	t.Parallel()
+	r := newRand(t)
+	letters := []string{"a", "b", "_", ".", `"`, `\`, "é"}
+	word := func(n int) string {
+		w := ""
+		for len(w) < n {
+			w += letters[r.IntN(len(letters))]
+		}
+		return w
+	}
+	// quote writes a name as a JSON string, escaping some of its bytes.
+	quote := func(name string) []byte {
+		q := []byte{'"'}
+		for _, c := range []byte(name) {
+			switch {
+			case c == '"' || c == '\\':
+				q = append(q, '\\', c)
+			case c < 0x80 && r.IntN(8) == 0:
+				q = fmt.Appendf(q, `\u%04x`, c)
+			default:
+				q = append(q, c)
+			}
+		}
+		return append(q, '"')
+	}
+	for range 2000 {
+		var pl plan
+		var names []string
+		for slot := range numSlots {
+			name := word(1 + r.IntN(20))
+			if len(names) > 0 && r.IntN(2) == 0 { // the same length, a byte apart
+				b := []byte(names[r.IntN(len(names))])
+				i := r.IntN(len(b))
+				if b[i] < 0x80 {
+					b[i] ^= 1
+				}
+				name = string(b)
+			}
+			names = append(names, name)
+			pl.add([]string{name}, slot)
+		}
+		for range 20 {
+			key := names[r.IntN(len(names))]
+			if b := []byte(key); r.IntN(2) == 0 {
+				if i := r.IntN(len(b)); b[i] < 0x80 {
+					b[i] ^= 2
+				}
+				key = string(b)
+			}
+			q := quote(key)
+			_, flags, ok := scanString(q, 0)
+			if !ok {
+				t.Fatalf("scanString(%s) failed", q)
+			}
+			got := pl.lookup(q, flags)
+			var want *planKey
+			for i := range pl.keys {
+				if pl.keys[i].name == key {
+					want = &pl.keys[i]
+				}
+			}
+			if got != want {
+				t.Fatalf("lookup(%s) in %q = %v, want %v", q, names, got, want)
+			}
 		}
 	}
 }
