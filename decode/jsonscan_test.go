@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strconv"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseIntEdges(t *testing.T) {
@@ -119,6 +120,29 @@ func TestPlanLookupMatchesNames(t *testing.T) {
 			if got != want {
 				t.Fatalf("lookup(%s) in %q = %v, want %v", q, names, got, want)
 			}
+		}
+	}
+}
+
+// TestValidUTF8MatchesUTF8Valid checks the short ASCII answers against
+// utf8.Valid, on texts of 0-24 bytes with a high byte anywhere or none.
+func TestValidUTF8MatchesUTF8Valid(t *testing.T) {
+	t.Parallel()
+	r := newRand(t)
+	high := []byte{0x80, 0xbf, 0xc3, 0xa9, 0xe2, 0xf0, 0xff}
+	for n := 0; n < 200000; n++ {
+		b := make([]byte, r.IntN(25))
+		for i := range b {
+			b[i] = byte(r.IntN(0x80))
+		}
+		if len(b) > 0 && r.IntN(2) == 0 {
+			b[r.IntN(len(b))] = high[r.IntN(len(high))]
+			if r.IntN(2) == 0 {
+				b = append(b, "é"...)
+			}
+		}
+		if got, want := validUTF8(b), utf8.Valid(b); got != want {
+			t.Fatalf("validUTF8(%q) = %v, utf8.Valid says %v", b, got, want)
 		}
 	}
 }
