@@ -349,7 +349,13 @@ type found struct {
 func (d *Decoder) Decode(m *Message, hb *Heartbeat) (reason Reason, ok bool) {
 	kafkaMs := m.Time.UnixMilli()
 	// An id from the key or a header is checked first, as the key always was.
-	id, r := d.idOutsideValue(m, hb)
+	var id []byte
+	var r Reason
+	if d.src[slotID].kind == srcKey {
+		id, r = m.Key, checkID(m.Key, ReasonNoKey) // the native shape's: no call
+	} else {
+		id, r = d.idOutsideValue(m, hb)
+	}
 	if r != "" {
 		return r, false
 	}
@@ -406,15 +412,13 @@ func (d *Decoder) decodeSources(m *Message, hb *Heartbeat, id []byte, kafkaMs in
 	return d.apply(hb, &located{found: &f}, id, kafkaMs)
 }
 
-// idOutsideValue returns the device id when it comes from the key or a
-// header (nil when it comes from the value), or why the message is
-// invalid.
+// idOutsideValue returns the device id when it comes from a regex on the
+// key or a header (nil when it comes from the value; Decode reads the key
+// itself), or why the message is invalid.
 func (d *Decoder) idOutsideValue(m *Message, hb *Heartbeat) ([]byte, Reason) {
 	idSrc := &d.src[slotID]
 	var id []byte
 	switch idSrc.kind {
-	case srcKey:
-		return m.Key, checkID(m.Key, ReasonNoKey)
 	case srcKeyRegex:
 		if seg := idSrc.seg; seg != nil {
 			start, end, ok := seg.match(m.Key)
