@@ -722,7 +722,7 @@ func timeOf(f found) (int64, bool) {
 	case kindNumber:
 		return numberMs(f.raw, f.flags)
 	}
-	if !needsUnquote(f.raw, f.flags) {
+	if plainFlags(f.flags) || !needsUnquote(f.raw, f.flags) {
 		return stringMs(f.raw)
 	}
 	var buf [64]byte
@@ -760,7 +760,7 @@ func (d *Decoder) lookupClass(raw []byte, flags uint8) (classTimeout, bool) {
 	if len(d.classes) == 0 {
 		return classTimeout{}, false
 	}
-	if !needsUnquote(raw, flags) {
+	if plainFlags(flags) || !needsUnquote(raw, flags) {
 		c, ok := d.classes[string(raw)]
 		return c, ok
 	}

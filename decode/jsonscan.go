@@ -111,8 +111,7 @@ func (k *planKey) fill(f *fields, sp span) {
 // lookup returns the plan's key named by an object key, quoted as in the
 // document, or nil.
 func (pl *plan) lookup(quoted []byte, flags uint8) *planKey {
-	// The flags first: needsUnquote is a call, and most names are plain.
-	if flags&(flagEscape|flagHigh) != 0 && needsUnquote(quoted[1:len(quoted)-1], flags) {
+	if !plainFlags(flags) && needsUnquote(quoted[1:len(quoted)-1], flags) {
 		return pl.lookupEscaped(quoted[1 : len(quoted)-1])
 	}
 	n := len(quoted) - 2
@@ -310,6 +309,11 @@ func sameString(raw []byte, flags uint8, want []byte) bool {
 	var buf [MaxKeyBytes]byte
 	return string(unquote(buf[:0], raw)) == string(want)
 }
+
+// plainFlags reports from a string's flags alone that its raw contents
+// are its value, as most strings' are: no escape, no byte >= 0x80.
+// needsUnquote is a call, so hot paths ask plainFlags first.
+func plainFlags(flags uint8) bool { return flags&(flagEscape|flagHigh) == 0 }
 
 // needsUnquote reports whether a string's raw contents differ from its
 // decoded value.
