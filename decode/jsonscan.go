@@ -414,17 +414,20 @@ var plainString = func() (t [256]bool) {
 func scanString(v []byte, i int) (end int, flags uint8, ok bool) {
 	i++
 	for {
-		// Eight bytes at a time while none needs a look (SWAR).
-		for i+8 <= len(v) {
-			m := specialBytes(binary.LittleEndian.Uint64(v[i:]))
-			if m != 0 {
+		// Eight bytes at a time while none needs a look (SWAR), straight
+		// to the first that does; a byte at a time in the last seven.
+		for {
+			if i+8 > len(v) {
+				for i < len(v) && plainString[v[i]] {
+					i++
+				}
+				break
+			}
+			if m := specialBytes(binary.LittleEndian.Uint64(v[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) / 8
 				break
 			}
 			i += 8
-		}
-		for i < len(v) && plainString[v[i]] {
-			i++
 		}
 		if i >= len(v) {
 			return i, flags, false
