@@ -147,6 +147,31 @@ func TestValidUTF8MatchesUTF8Valid(t *testing.T) {
 	}
 }
 
+// TestNonDigits checks the eight-byte digit test against looking at each
+// byte, on words of digits and bytes around them.
+func TestNonDigits(t *testing.T) {
+	t.Parallel()
+	r := newRand(t)
+	var w [8]byte
+	for n := 0; n < 200000; n++ {
+		for i := range w {
+			w[i] = '0' + byte(r.IntN(10))
+			if r.IntN(6) == 0 {
+				w[i] = []byte{'/', ':', 0x00, 0x7f, 0x80, 0xb0, 0xb9, 0xff, 0x3a, 0x2f, 0x09, 0x39 | 0x80}[r.IntN(12)]
+			}
+		}
+		var want uint64
+		for i, c := range w {
+			if c < '0' || c > '9' {
+				want |= 0x80 << (8 * i)
+			}
+		}
+		if got := nonDigits(binary.LittleEndian.Uint64(w[:])); got != want {
+			t.Fatalf("nonDigits(%q) = %#x, want %#x", w, got, want)
+		}
+	}
+}
+
 // TestSpecialBytes checks the SWAR string scan against the byte table.
 func TestSpecialBytes(t *testing.T) {
 	t.Parallel()
