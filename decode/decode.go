@@ -331,12 +331,13 @@ func (d *Decoder) ReadsHeaders() bool {
 	return false
 }
 
-// found is a field's value as its source gave it.
+// found is a field's value as its source gave it. A time of kindTime comes
+// apart from it: found is then at most four words, which the compiler keeps
+// in registers rather than building and copying in memory.
 type found struct {
 	raw   []byte // a string's contents (JSON-escaped unless flagLiteral) or a number's text
 	kind  valueKind
 	flags uint8
-	ms    int64 // kindTime
 }
 
 // Decode validates and decodes one Kafka message into hb. ok=false means
@@ -401,15 +402,18 @@ func (d *Decoder) decodeSources(m *Message, hb *Heartbeat, id []byte, kafkaMs in
 		return r, false
 	}
 	if id == nil {
-		if id, r = idInValue(doc.find(d, slotID, m, kafkaMs), hb); r != "" {
+		f, _ := doc.find(d, slotID, m, kafkaMs)
+		if id, r = idInValue(f, hb); r != "" {
 			return r, false
 		}
 	}
 	var f [numSlots]found
-	for _, slot := range [...]int{slotTS, slotClass, slotTimeout, slotParent, slotIDCheck} {
-		f[slot] = doc.find(d, slot, m, kafkaMs)
+	l := located{found: &f}
+	f[slotTS], l.tsMs = doc.find(d, slotTS, m, kafkaMs)
+	for _, slot := range [...]int{slotClass, slotTimeout, slotParent, slotIDCheck} {
+		f[slot], _ = doc.find(d, slot, m, kafkaMs)
 	}
-	return d.apply(hb, &located{found: &f}, id, kafkaMs)
+	return d.apply(hb, &l, id, kafkaMs)
 }
 
 // idOutsideValue returns the device id when it comes from a regex on the
@@ -535,7 +539,7 @@ func (d *Decoder) read(m *Message, hb *Heartbeat) (doc document, r Reason) {
 	if !d.payload {
 		return doc, ""
 	}
-	f := doc.find(d, slotPayload, m, 0)
+	f, _ := doc.find(d, slotPayload, m, 0)
 	if f.kind != kindString {
 		return doc, ReasonBadPayload
 	}
@@ -564,8 +568,9 @@ func (d *Decoder) read(m *Message, hb *Heartbeat) (doc document, r Reason) {
 	return doc, ""
 }
 
-// find returns what the source of slot gives for this message.
-func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) found {
+// find returns what the source of slot gives for this message, and the
+// time when it is one (kindTime).
+func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) (found, int64) {
 	s := &d.src[slot]
 	switch s.kind {
 	case srcValue:
@@ -573,18 +578,18 @@ func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) found
 			return doc.avro.find(s.path)
 		}
 		sp := doc.vf[slot]
-		return found{raw: doc.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
+		return found{raw: doc.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}, 0
 	case srcPayload:
 		sp := doc.pf[slot]
-		return found{raw: doc.payload[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
+		return found{raw: doc.payload[sp.start:sp.end], kind: sp.kind, flags: sp.flags}, 0
 	case srcHeader:
 		v, _ := findHeader(m.Headers, s.header)
 		raw, kind, ms := headerValue(v)
-		return found{raw: raw, kind: kind, flags: flagLiteral, ms: ms}
+		return found{raw: raw, kind: kind, flags: flagLiteral}, ms
 	case srcKafka:
-		return found{kind: kindTime, ms: kafkaMs}
+		return found{kind: kindTime}, kafkaMs
 	}
-	return found{}
+	return found{}, 0
 }
 
 // located is what apply reads a message's fields from: on the native
@@ -596,6 +601,7 @@ type located struct {
 	value []byte
 	vf    fields
 	found *[numSlots]found // nil on the native shape's path
+	tsMs  int64            // the time when ts is kindTime (a header, Avro, kafka)
 }
 
 // kind is the kind of the value that fills slot.
@@ -630,7 +636,7 @@ func (d *Decoder) apply(hb *Heartbeat, l *located, id []byte, kafkaMs int64) (Re
 	}
 
 	if ts != kindAbsent {
-		ms, ok := timeOf(l.get(slotTS))
+		ms, ok := timeOf(l.get(slotTS), l.tsMs)
 		if !ok {
 			return ReasonBadTS, false
 		}
@@ -715,10 +721,10 @@ func (d *Decoder) applyParent(hb *Heartbeat, f found) (Reason, bool) {
 }
 
 // timeOf reads a located time (see times.go).
-func timeOf(f found) (int64, bool) {
+func timeOf(f found, ms int64) (int64, bool) {
 	switch f.kind {
 	case kindTime:
-		return f.ms, true
+		return ms, true
 	case kindNumber:
 		return numberMs(f.raw, f.flags)
 	}
