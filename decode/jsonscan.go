@@ -65,6 +65,7 @@ type plan struct {
 type planKey struct {
 	name  string
 	slots uint16 // the slots this key's value fills, a bit each
+	one   int8   // the slot when it fills exactly one (most keys), else -1
 	sub   *plan  // the plan inside this key's object, or nil
 	next  uint8  // 1 + the index of the next key of the same length, or 0
 	// head and tail are the ends of the quoted name (see ends).
@@ -76,6 +77,10 @@ func (pl *plan) add(path []string, slot int) {
 	k := pl.key(path[0])
 	if len(path) == 1 {
 		k.slots |= 1 << slot
+		k.one = -1
+		if bits.OnesCount16(k.slots) == 1 {
+			k.one = int8(slot)
+		}
 		return
 	}
 	if k.sub == nil {
@@ -95,7 +100,7 @@ func (pl *plan) key(name string) *planKey {
 	}
 	// A plan has a key per slot at most, so an index fits a byte.
 	head, tail := ends([]byte(`"` + name + `"`))
-	pl.keys = append(pl.keys, planKey{name: name, next: pl.byLen[len(name)], head: head, tail: tail})
+	pl.keys = append(pl.keys, planKey{name: name, one: -1, next: pl.byLen[len(name)], head: head, tail: tail})
 	pl.byLen[len(name)] = uint8(len(pl.keys))
 	pl.longest = max(pl.longest, len(name))
 	return &pl.keys[len(pl.keys)-1]
@@ -103,6 +108,10 @@ func (pl *plan) key(name string) *planKey {
 
 // fill sets the key's slots to sp.
 func (k *planKey) fill(f *fields, sp span) {
+	if k.one >= 0 {
+		f[k.one] = sp
+		return
+	}
 	for s := k.slots; s != 0; s &= s - 1 {
 		f[bits.TrailingZeros16(s)] = sp
 	}

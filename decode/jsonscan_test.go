@@ -124,6 +124,35 @@ func TestPlanLookupMatchesNames(t *testing.T) {
 	}
 }
 
+// TestParseObjectFillsEverySlotOfAMember checks that a member named by
+// several fields' paths fills each of their slots, and one named by one
+// path only its own, the last occurrence winning.
+func TestParseObjectFillsEverySlotOfAMember(t *testing.T) {
+	t.Parallel()
+	var pl plan
+	pl.add([]string{"x"}, slotTS)
+	pl.add([]string{"x"}, slotClass)
+	pl.add([]string{"y", "z"}, slotParent)
+	pl.add([]string{"y"}, slotTimeout)
+	pl.add([]string{"w"}, slotIDCheck)
+	v := []byte(`{"w":1,"x":"a","y":{"z":"b"},"w":"c"}`)
+	var f fields
+	if r := parseObject(v, &pl, &f); r != "" {
+		t.Fatalf("parseObject: %s", r)
+	}
+	text := func(slot int) string { return string(v[f[slot].start:f[slot].end]) }
+	for _, c := range []struct {
+		slot int
+		want string
+		kind valueKind
+	}{{slotTS, "a", kindString}, {slotClass, "a", kindString}, {slotParent, "b", kindString},
+		{slotTimeout, "", kindOther}, {slotIDCheck, "c", kindString}, {slotID, "", kindAbsent}} {
+		if got := text(c.slot); got != c.want || f[c.slot].kind != c.kind {
+			t.Errorf("slot %d: %q of kind %d, want %q of kind %d", c.slot, got, f[c.slot].kind, c.want, c.kind)
+		}
+	}
+}
+
 // TestValidUTF8MatchesUTF8Valid checks the short ASCII answers against
 // utf8.Valid, on texts of 0-24 bytes with a high byte anywhere or none.
 func TestValidUTF8MatchesUTF8Valid(t *testing.T) {
