@@ -108,7 +108,13 @@ type buffers struct {
 
 // reset clears hb for the next message, keeping what is reused.
 func (hb *Heartbeat) reset(kafkaMs int64) {
-	*hb = Heartbeat{DeviceID: hb.DeviceID, Parent: hb.Parent, AtMs: kafkaMs, bufs: hb.bufs}
+	// Field by field: a composite literal is built on the stack and moved
+	// over hb with a write barrier, every message.
+	// TestHeartbeatResetClearsAllButReused checks no field is forgotten.
+	hb.Tombstone, hb.Deviceless = false, false
+	hb.AtMs, hb.Timeout, hb.Class = kafkaMs, 0, ""
+	hb.Override, hb.SkewCorrected, hb.TimeoutOutOfRange, hb.UnknownClass = false, false, false, false
+	hb.HasParent, hb.SelfParent = false, false
 }
 
 // buf returns hb's buffers.
