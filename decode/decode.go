@@ -732,6 +732,10 @@ func timeOf(f found, ms int64) (int64, bool) {
 	case kindTime:
 		return ms, true
 	case kindNumber:
+		if f.flags&flagFrac == 0 { // numberMs's integers, the usual time, without its call
+			n, ok := parseInt(f.raw)
+			return intMs(n), ok
+		}
 		return numberMs(f.raw, f.flags)
 	}
 	if plainFlags(f.flags) || !needsUnquote(f.raw, f.flags) {
