@@ -227,10 +227,7 @@ func parseMembers(v []byte, i, depth int, pl *plan, f *fields) (int, Reason) {
 		if !ok {
 			return i, ReasonNotObject
 		}
-		var k *planKey
-		if pl != nil {
-			k = pl.lookup(v[i:end], kflags)
-		}
+		k := pl.lookup(v[i:end], kflags)
 		i = skipWS(v, end)
 		if i >= len(v) || v[i] != ':' {
 			return i, ReasonNotObject
