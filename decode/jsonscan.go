@@ -60,6 +60,9 @@ type plan struct {
 	// byLen[n] is 1 + the index of the first key of n bytes, or 0: most
 	// members are told apart by their length alone, without comparing.
 	byLen []uint8
+	// first[c] is 1 + the index of the first key matched in place (see
+	// match) whose name begins with c, or 0.
+	first [256]uint8
 }
 
 type planKey struct {
@@ -68,6 +71,9 @@ type planKey struct {
 	one   int8   // the slot when it fills exactly one (most keys), else -1
 	sub   *plan  // the plan inside this key's object, or nil
 	next  uint8  // 1 + the index of the next key of the same length, or 0
+	// nextFirst is 1 + the index of the next key matched in place that
+	// begins with the same byte, or 0.
+	nextFirst uint8
 	// head and tail are the ends of the quoted name (see ends).
 	head, tail uint64
 }
@@ -102,6 +108,10 @@ func (pl *plan) key(name string) *planKey {
 	head, tail := ends([]byte(`"` + name + `"`))
 	pl.keys = append(pl.keys, planKey{name: name, one: -1, next: pl.byLen[len(name)], head: head, tail: tail})
 	pl.byLen[len(name)] = uint8(len(pl.keys))
+	if inPlace(name) {
+		pl.keys[len(pl.keys)-1].nextFirst = pl.first[name[0]]
+		pl.first[name[0]] = uint8(len(pl.keys))
+	}
 	pl.longest = max(pl.longest, len(name))
 	return &pl.keys[len(pl.keys)-1]
 }
@@ -115,6 +125,41 @@ func (k *planKey) fill(f *fields, sp span) {
 	for s := k.slots; s != 0; s &= s - 1 {
 		f[bits.TrailingZeros16(s)] = sp
 	}
+}
+
+// inPlace reports whether a key name is matched in place: up to 14 bytes
+// that a JSON string holds as they are (no quote, backslash, control or
+// high byte), so that the quoted name is the whole string wherever it
+// stands in a document.
+func inPlace(name string) bool {
+	if len(name) == 0 || len(name) > 14 {
+		return false
+	}
+	for i := range len(name) {
+		if !plainString[name[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// match returns the key whose quoted name stands at v[i] == '"', as a whole
+// string, and the index after it; or nil when no key matched in place
+// does. Most members of a heartbeat are found so, without scanning them as
+// strings first; the others go through scanString and lookup.
+func (pl *plan) match(v []byte, i int) (*planKey, int) {
+	if i+1 >= len(v) {
+		return nil, 0
+	}
+	for j := pl.first[v[i+1]]; j != 0; j = pl.keys[j-1].nextFirst {
+		k := &pl.keys[j-1]
+		if end := i + len(k.name) + 2; end <= len(v) {
+			if head, tail := ends(v[i:end]); head == k.head && tail == k.tail {
+				return k, end
+			}
+		}
+	}
+	return nil, 0
 }
 
 // lookup returns the plan's key named by an object key, quoted as in the
@@ -223,11 +268,14 @@ func parseMembers(v []byte, i, depth int, pl *plan, f *fields) (int, Reason) {
 		if i >= len(v) || v[i] != '"' {
 			return i, ReasonNotObject
 		}
-		end, kflags, ok := scanString(v, i)
-		if !ok {
-			return i, ReasonNotObject
+		k, end := pl.match(v, i)
+		if k == nil {
+			e, kflags, ok := scanString(v, i)
+			if !ok {
+				return i, ReasonNotObject
+			}
+			k, end = pl.lookup(v[i:e], kflags), e
 		}
-		k := pl.lookup(v[i:end], kflags)
 		i = skipWS(v, end)
 		if i >= len(v) || v[i] != ':' {
 			return i, ReasonNotObject

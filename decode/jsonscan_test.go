@@ -124,6 +124,56 @@ func TestPlanLookupMatchesNames(t *testing.T) {
 	}
 }
 
+// TestPlanMatchAgreesWithScanAndLookup checks the in-place match of member
+// names against scanning the string and looking it up: on names of the
+// plan, their prefixes and extensions, escaped forms and strings cut short,
+// wherever match finds a key the scan ends at the same index and the
+// lookup finds the same key.
+func TestPlanMatchAgreesWithScanAndLookup(t *testing.T) {
+	t.Parallel()
+	r := newRand(t)
+	letters := []string{"t", "s", "d", "e", "_", `\"`, `\\`, `\u0074`, "é", "\x01", ":", "}"}
+	var pl plan
+	names := []string{"device_id", "ts", "class", "timeout_ms", "parent", "t", "tsx", "dévice", "a\"b", "fourteen_bytes", "fifteen_bytes__"}
+	for slot, name := range names[:numSlots] {
+		pl.add([]string{name}, slot)
+	}
+	for _, name := range names[numSlots:] {
+		pl.add([]string{name, "x"}, slotTS)
+	}
+	matched := 0
+	for range 200000 {
+		doc := `"` + names[r.IntN(len(names))]
+		for range r.IntN(3) {
+			if r.IntN(2) == 0 {
+				doc = doc[:r.IntN(len(doc))+1]
+			} else {
+				doc += letters[r.IntN(len(letters))]
+			}
+		}
+		if r.IntN(4) != 0 {
+			doc += `"`
+		}
+		doc += []string{"", ":1}", `":`, " "}[r.IntN(4)]
+		v := []byte(doc)
+		k, end := pl.match(v, 0)
+		if k == nil {
+			continue
+		}
+		matched++
+		e, flags, ok := scanString(v, 0)
+		if !ok || e != end {
+			t.Fatalf("match(%q) ends at %d; scanString: %d, %v", v, end, e, ok)
+		}
+		if want := pl.lookup(v[:e], flags); want != k {
+			t.Fatalf("match(%q) = %q; lookup finds %v", v, k.name, want)
+		}
+	}
+	if matched < 10000 {
+		t.Fatalf("only %d of 200000 names matched in place", matched)
+	}
+}
+
 // TestParseObjectFillsEverySlotOfAMember checks that a member named by
 // several fields' paths fills each of their slots, and one named by one
 // path only its own, the last occurrence winning.
