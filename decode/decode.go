@@ -306,7 +306,14 @@ func (d *Decoder) parseSources(cfg Config) error {
 	if d.format == FormatAvro && d.avro == nil {
 		return fmt.Errorf("ingest.format: avro needs ingest.schema_registry.url")
 	}
+	d.plan()
+	return nil
+}
 
+// plan derives from the sources what Decode reads: the value's id check,
+// whether the native shape's path applies, and the plans of the value and
+// the payload.
+func (d *Decoder) plan() {
 	// The native shape's device_id must equal the key.
 	if d.src[slotID].kind == srcKey && d.format == FormatJSON {
 		d.src[slotIDCheck] = source{kind: srcValue, path: []string{"device_id"}}
@@ -323,7 +330,6 @@ func (d *Decoder) parseSources(cfg Config) error {
 			d.pplan.add(s.path, slot)
 		}
 	}
-	return nil
 }
 
 // ReadsHeaders reports whether some expression reads a record header, so
