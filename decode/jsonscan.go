@@ -60,8 +60,8 @@ type plan struct {
 	// byLen[n] is 1 + the index of the first key of n bytes, or 0: most
 	// members are told apart by their length alone, without comparing.
 	byLen []uint8
-	// first[c] is 1 + the index of the first key matched in place (see
-	// match) whose name begins with c, or 0.
+	// first[h] is 1 + the index of the first key matched in place (see
+	// match) whose quoted name's second and third bytes hash to h, or 0.
 	first [256]uint8
 }
 
@@ -71,8 +71,8 @@ type planKey struct {
 	one   int8   // the slot when it fills exactly one (most keys), else -1
 	sub   *plan  // the plan inside this key's object, or nil
 	next  uint8  // 1 + the index of the next key of the same length, or 0
-	// nextFirst is 1 + the index of the next key matched in place that
-	// begins with the same byte, or 0.
+	// nextFirst is 1 + the index of the next key matched in place of the
+	// same hash, or 0.
 	nextFirst uint8
 	// head and tail are the ends of the quoted name (see ends).
 	head, tail uint64
@@ -108,9 +108,10 @@ func (pl *plan) key(name string) *planKey {
 	head, tail := ends([]byte(`"` + name + `"`))
 	pl.keys = append(pl.keys, planKey{name: name, one: -1, next: pl.byLen[len(name)], head: head, tail: tail})
 	pl.byLen[len(name)] = uint8(len(pl.keys))
-	if inPlace(name) {
-		pl.keys[len(pl.keys)-1].nextFirst = pl.first[name[0]]
-		pl.first[name[0]] = uint8(len(pl.keys))
+	if q := `"` + name + `"`; inPlace(name) {
+		h := pairHash(q[1], q[2])
+		pl.keys[len(pl.keys)-1].nextFirst = pl.first[h]
+		pl.first[h] = uint8(len(pl.keys))
 	}
 	pl.longest = max(pl.longest, len(name))
 	return &pl.keys[len(pl.keys)-1]
@@ -143,15 +144,21 @@ func inPlace(name string) bool {
 	return true
 }
 
+// pairHash hashes the two bytes after a quoted name's opening quote (the
+// second is the closing quote of a name of one byte): names that share a
+// first byte, such as ts and timeout_ms, seldom share a hash.
+func pairHash(a, b byte) uint8 { return a ^ (b<<3 | b>>5) }
+
 // match returns the key whose quoted name stands at v[i] == '"', as a whole
 // string, and the index after it; or nil when no key matched in place
 // does. Most members of a heartbeat are found so, without scanning them as
-// strings first; the others go through scanString and lookup.
+// strings first; the others go through scanString and lookup. The
+// candidates are the keys of the hash of the two bytes after the quote.
 func (pl *plan) match(v []byte, i int) (*planKey, int) {
-	if i+1 >= len(v) {
+	if i+2 >= len(v) { // a quoted name has 3 bytes or more
 		return nil, 0
 	}
-	for j := pl.first[v[i+1]]; j != 0; j = pl.keys[j-1].nextFirst {
+	for j := pl.first[pairHash(v[i+1], v[i+2])]; j != 0; j = pl.keys[j-1].nextFirst {
 		k := &pl.keys[j-1]
 		if end := i + len(k.name) + 2; end <= len(v) {
 			if head, tail := ends(v[i:end]); head == k.head && tail == k.tail {
