@@ -283,9 +283,11 @@ func parseMembers(v []byte, i, depth int, pl *plan, f *fields) (int, Reason) {
 			}
 			k, end = pl.lookup(v[i:e], kflags), e
 		}
-		i = skipWS(v, end)
-		if i >= len(v) || v[i] != ':' {
-			return i, ReasonNotObject
+		// Compact JSON, the usual, has the colon and the comma right there.
+		if i = end; i >= len(v) || v[i] != ':' {
+			if i = skipWS(v, i); i >= len(v) || v[i] != ':' {
+				return i, ReasonNotObject
+			}
 		}
 		i = skipWS(v, i+1)
 		if i >= len(v) {
@@ -340,9 +342,10 @@ func parseMembers(v []byte, i, depth int, pl *plan, f *fields) (int, Reason) {
 		if k != nil {
 			k.fill(f, sp) // duplicates: the last one wins
 		}
-		i = skipWS(v, i)
-		if i >= len(v) {
-			return i, ReasonNotObject
+		if i >= len(v) || (v[i] != ',' && v[i] != '}') {
+			if i = skipWS(v, i); i >= len(v) {
+				return i, ReasonNotObject
+			}
 		}
 		if v[i] == ',' {
 			i = skipWS(v, i+1)
