@@ -611,9 +611,8 @@ func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) (foun
 
 // located is what apply reads a message's fields from: on the native
 // shape's path the spans of the JSON value, turned into found values only
-// where a field is read (a found is five words; building all of them up
-// front costs more than the rest of apply), elsewhere what each field's
-// source gave.
+// where a field is read (an absent one costs a kind check), elsewhere what
+// each field's source gave.
 type located struct {
 	value []byte
 	vf    fields
