@@ -56,23 +56,24 @@ func (a *Avro) decodeValue(value []byte) (avroRecord, Reason) {
 	return avroRecord{}, ReasonNotObject
 }
 
-// find reads a path of the record as a located value.
-func (r avroRecord) find(path []string) found {
+// find reads a path of the record as a located value, and the time when
+// it is one (kindTime).
+func (r avroRecord) find(path []string) (found, int64) {
 	v, ok := r.rec.Lookup(path)
 	if !ok {
-		return found{}
+		return found{}, 0
 	}
 	switch v.Kind {
 	case avro.KindString:
-		return found{raw: []byte(v.Str), kind: kindString, flags: flagLiteral}
+		return found{raw: []byte(v.Str), kind: kindString, flags: flagLiteral}, 0
 	case avro.KindInt:
-		return found{raw: []byte(strconvInt(v.Int)), kind: kindNumber}
+		return found{raw: []byte(strconvInt(v.Int)), kind: kindNumber}, 0
 	case avro.KindFloat:
-		return found{raw: []byte(strconvFloat(v.Float)), kind: kindNumber, flags: flagFrac}
+		return found{raw: []byte(strconvFloat(v.Float)), kind: kindNumber, flags: flagFrac}, 0
 	case avro.KindTime:
-		return found{kind: kindTime, ms: v.TimeMs}
+		return found{kind: kindTime}, v.TimeMs
 	case avro.KindNull:
-		return found{}
+		return found{}, 0
 	}
-	return found{kind: kindOther}
+	return found{kind: kindOther}, 0
 }

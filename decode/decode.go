@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -107,7 +108,13 @@ type buffers struct {
 
 // reset clears hb for the next message, keeping what is reused.
 func (hb *Heartbeat) reset(kafkaMs int64) {
-	*hb = Heartbeat{DeviceID: hb.DeviceID, Parent: hb.Parent, AtMs: kafkaMs, bufs: hb.bufs}
+	// Field by field: a composite literal is built on the stack and moved
+	// over hb with a write barrier, every message.
+	// TestHeartbeatResetClearsAllButReused checks no field is forgotten.
+	hb.Tombstone, hb.Deviceless = false, false
+	hb.AtMs, hb.Timeout, hb.Class = kafkaMs, 0, ""
+	hb.Override, hb.SkewCorrected, hb.TimeoutOutOfRange, hb.UnknownClass = false, false, false, false
+	hb.HasParent, hb.SelfParent = false, false
 }
 
 // buf returns hb's buffers.
@@ -299,7 +306,14 @@ func (d *Decoder) parseSources(cfg Config) error {
 	if d.format == FormatAvro && d.avro == nil {
 		return fmt.Errorf("ingest.format: avro needs ingest.schema_registry.url")
 	}
+	d.plan()
+	return nil
+}
 
+// plan derives from the sources what Decode reads: the value's id check,
+// whether the native shape's path applies, and the plans of the value and
+// the payload.
+func (d *Decoder) plan() {
 	// The native shape's device_id must equal the key.
 	if d.src[slotID].kind == srcKey && d.format == FormatJSON {
 		d.src[slotIDCheck] = source{kind: srcValue, path: []string{"device_id"}}
@@ -316,7 +330,6 @@ func (d *Decoder) parseSources(cfg Config) error {
 			d.pplan.add(s.path, slot)
 		}
 	}
-	return nil
 }
 
 // ReadsHeaders reports whether some expression reads a record header, so
@@ -330,12 +343,13 @@ func (d *Decoder) ReadsHeaders() bool {
 	return false
 }
 
-// found is a field's value as its source gave it.
+// found is a field's value as its source gave it. A time of kindTime comes
+// apart from it: found is then at most four words, which the compiler keeps
+// in registers rather than building and copying in memory.
 type found struct {
 	raw   []byte // a string's contents (JSON-escaped unless flagLiteral) or a number's text
 	kind  valueKind
 	flags uint8
-	ms    int64 // kindTime
 }
 
 // Decode validates and decodes one Kafka message into hb. ok=false means
@@ -348,7 +362,13 @@ type found struct {
 func (d *Decoder) Decode(m *Message, hb *Heartbeat) (reason Reason, ok bool) {
 	kafkaMs := m.Time.UnixMilli()
 	// An id from the key or a header is checked first, as the key always was.
-	id, r := d.idOutsideValue(m, hb)
+	var id []byte
+	var r Reason
+	if d.src[slotID].kind == srcKey {
+		id, r = m.Key, checkID(m.Key, ReasonNoKey) // the native shape's: no call
+	} else {
+		id, r = d.idOutsideValue(m, hb)
+	}
 	if r != "" {
 		return r, false
 	}
@@ -366,37 +386,55 @@ func (d *Decoder) Decode(m *Message, hb *Heartbeat) (reason Reason, ok bool) {
 		return ReasonTooLarge, false
 	}
 
-	var doc document
 	if d.allJSON && !d.payload {
-		// The native shape's path, without read's copy of the document.
-		doc.value = m.Value
-		r = parseObject(m.Value, &d.vplan, &doc.vf)
-	} else {
-		// read returns the document rather than filling one through a
-		// pointer: a slice stored through a pointer escapes, and would
-		// take every message's buffers to the heap with it.
-		doc, r = d.read(m, hb)
+		// The native shape's path: the fields straight from the value's
+		// spans, without read's copy of the document or find's dispatch.
+		loc := located{value: m.Value}
+		if r = parseObject(m.Value, &d.vplan, &loc.vf); r != "" {
+			return r, false
+		}
+		if id == nil {
+			if id, r = idInValue(loc.get(slotID), hb); r != "" {
+				return r, false
+			}
+		}
+		return d.apply(hb, &loc, id, kafkaMs)
 	}
+	return d.decodeSources(m, hb, id, kafkaMs)
+}
+
+// decodeSources reads the fields of the shapes other than the native one
+// through their sources, then applies them.
+func (d *Decoder) decodeSources(m *Message, hb *Heartbeat, id []byte, kafkaMs int64) (Reason, bool) {
+	// read returns the document rather than filling one through a
+	// pointer: a slice stored through a pointer escapes, and would take
+	// every message's buffers to the heap with it.
+	doc, r := d.read(m, hb)
 	if r != "" {
 		return r, false
 	}
 	if id == nil {
-		if id, r = d.idInValue(&doc, m, hb, kafkaMs); r != "" {
+		f, _ := doc.find(d, slotID, m, kafkaMs)
+		if id, r = idInValue(f, hb); r != "" {
 			return r, false
 		}
 	}
-	return d.apply(m, hb, &doc, id, kafkaMs)
+	var f [numSlots]found
+	l := located{found: &f}
+	f[slotTS], l.tsMs = doc.find(d, slotTS, m, kafkaMs)
+	for _, slot := range [...]int{slotClass, slotTimeout, slotParent, slotIDCheck} {
+		f[slot], _ = doc.find(d, slot, m, kafkaMs)
+	}
+	return d.apply(hb, &l, id, kafkaMs)
 }
 
-// idOutsideValue returns the device id when it comes from the key or a
-// header (nil when it comes from the value), or why the message is
-// invalid.
+// idOutsideValue returns the device id when it comes from a regex on the
+// key or a header (nil when it comes from the value; Decode reads the key
+// itself), or why the message is invalid.
 func (d *Decoder) idOutsideValue(m *Message, hb *Heartbeat) ([]byte, Reason) {
 	idSrc := &d.src[slotID]
 	var id []byte
 	switch idSrc.kind {
-	case srcKey:
-		return m.Key, checkID(m.Key, ReasonNoKey)
 	case srcKeyRegex:
 		if seg := idSrc.seg; seg != nil {
 			start, end, ok := seg.match(m.Key)
@@ -432,10 +470,9 @@ func (d *Decoder) idOutsideValue(m *Message, hb *Heartbeat) ([]byte, Reason) {
 	return id, checkID(id, ReasonNoDeviceID)
 }
 
-// idInValue returns the device id found in the value or the payload, or
-// why the message is invalid.
-func (d *Decoder) idInValue(doc *document, m *Message, hb *Heartbeat, kafkaMs int64) ([]byte, Reason) {
-	f := doc.find(d, slotID, m, kafkaMs)
+// idInValue returns the device id found in the value or the payload (f),
+// or why the message is invalid.
+func idInValue(f found, hb *Heartbeat) ([]byte, Reason) {
 	switch f.kind {
 	case kindAbsent:
 		return nil, ReasonNoDeviceID
@@ -459,10 +496,37 @@ func checkID(id []byte, empty Reason) Reason {
 		return empty
 	case len(id) > MaxKeyBytes:
 		return ReasonKeyTooLong
-	case !utf8.Valid(id):
+	case !validUTF8(id):
 		return ReasonKeyNotUTF8
 	}
 	return ""
+}
+
+// validUTF8 is utf8.Valid, answered in a few instructions for ASCII text
+// of up to 16 bytes, as most device ids are (two overlapping words of 8 or
+// 4 bytes, or a byte loop under 4); utf8.Valid spends about 20 a byte on so
+// short a text.
+func validUTF8(b []byte) bool {
+	const highs = 0x8080808080808080
+	switch n := len(b); {
+	case n >= 8 && n <= 16:
+		if (binary.LittleEndian.Uint64(b)|binary.LittleEndian.Uint64(b[n-8:]))&highs == 0 {
+			return true
+		}
+	case n >= 4 && n < 8:
+		if (binary.LittleEndian.Uint32(b)|binary.LittleEndian.Uint32(b[n-4:]))&0x80808080 == 0 {
+			return true
+		}
+	case n < 4:
+		var or byte
+		for _, c := range b {
+			or |= c
+		}
+		if or < utf8.RuneSelf {
+			return true
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // document is what was read of a message's value and payload.
@@ -492,7 +556,7 @@ func (d *Decoder) read(m *Message, hb *Heartbeat) (doc document, r Reason) {
 	if !d.payload {
 		return doc, ""
 	}
-	f := doc.find(d, slotPayload, m, 0)
+	f, _ := doc.find(d, slotPayload, m, 0)
 	if f.kind != kindString {
 		return doc, ReasonBadPayload
 	}
@@ -521,8 +585,9 @@ func (d *Decoder) read(m *Message, hb *Heartbeat) (doc document, r Reason) {
 	return doc, ""
 }
 
-// find returns what the source of slot gives for this message.
-func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) found {
+// find returns what the source of slot gives for this message, and the
+// time when it is one (kindTime).
+func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) (found, int64) {
 	s := &d.src[slot]
 	switch s.kind {
 	case srcValue:
@@ -530,35 +595,64 @@ func (doc *document) find(d *Decoder, slot int, m *Message, kafkaMs int64) found
 			return doc.avro.find(s.path)
 		}
 		sp := doc.vf[slot]
-		return found{raw: doc.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
+		return found{raw: doc.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}, 0
 	case srcPayload:
 		sp := doc.pf[slot]
-		return found{raw: doc.payload[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
+		return found{raw: doc.payload[sp.start:sp.end], kind: sp.kind, flags: sp.flags}, 0
 	case srcHeader:
 		v, _ := findHeader(m.Headers, s.header)
 		raw, kind, ms := headerValue(v)
-		return found{raw: raw, kind: kind, flags: flagLiteral, ms: ms}
+		return found{raw: raw, kind: kind, flags: flagLiteral}, ms
 	case srcKafka:
-		return found{kind: kindTime, ms: kafkaMs}
+		return found{kind: kindTime}, kafkaMs
 	}
-	return found{}
+	return found{}, 0
+}
+
+// located is what apply reads a message's fields from: on the native
+// shape's path the spans of the JSON value, turned into found values only
+// where a field is read (an absent one costs a kind check), elsewhere what
+// each field's source gave.
+type located struct {
+	value []byte
+	vf    fields
+	found *[numSlots]found // nil on the native shape's path
+	tsMs  int64            // the time when ts is kindTime (a header, Avro, kafka)
+}
+
+// kind is the kind of the value that fills slot.
+func (l *located) kind(slot int) valueKind {
+	if l.found != nil {
+		return l.found[slot].kind
+	}
+	return l.vf[slot].kind
+}
+
+// get is the value that fills slot.
+func (l *located) get(slot int) found {
+	if l.found != nil {
+		return l.found[slot]
+	}
+	sp := &l.vf[slot]
+	return found{raw: l.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
 }
 
 // apply turns the located fields into hb, checking types and values, in
 // the order of the reasons: bad_type, bad_ts, id_mismatch, unknown_class.
-func (d *Decoder) apply(m *Message, hb *Heartbeat, doc *document, id []byte, kafkaMs int64) (Reason, bool) {
-	ts, class, tmo, parent, check := d.fields(doc, m, kafkaMs)
-	textTimeout := tmo.kind == kindString && tmo.flags&flagLiteral != 0
-	if !isKind(check.kind, kindString) ||
-		ts.kind == kindOther ||
-		!isKind(class.kind, kindString) ||
-		!(isKind(tmo.kind, kindNumber) || textTimeout) ||
-		!isKind(parent.kind, kindString) {
+func (d *Decoder) apply(hb *Heartbeat, l *located, id []byte, kafkaMs int64) (Reason, bool) {
+	ts, class, tmo, parent, check := l.kind(slotTS), l.kind(slotClass), l.kind(slotTimeout), l.kind(slotParent), l.kind(slotIDCheck)
+	// A timeout_ms from a header or Avro is text, read as a number.
+	textTimeout := tmo == kindString && l.get(slotTimeout).flags&flagLiteral != 0
+	if !isKind(check, kindString) ||
+		ts == kindOther ||
+		!isKind(class, kindString) ||
+		!(isKind(tmo, kindNumber) || textTimeout) ||
+		!isKind(parent, kindString) {
 		return ReasonBadType, false
 	}
 
-	if ts.kind != kindAbsent {
-		ms, ok := timeOf(ts)
+	if ts != kindAbsent {
+		ms, ok := timeOf(l.get(slotTS), l.tsMs)
 		if !ok {
 			return ReasonBadTS, false
 		}
@@ -569,61 +663,53 @@ func (d *Decoder) apply(m *Message, hb *Heartbeat, doc *document, id []byte, kaf
 		}
 	}
 
-	if check.kind == kindString && !sameString(check.raw, check.flags, id) {
-		return ReasonIDMismatch, false
+	if check == kindString {
+		if c := l.get(slotIDCheck); !sameString(c.raw, c.flags, id) {
+			return ReasonIDMismatch, false
+		}
 	}
 	hb.DeviceID = intern(hb.DeviceID, id)
 
 	base := d.def
-	if class.kind == kindString && len(class.raw) > 0 {
-		if c, ok := d.lookupClass(class.raw, class.flags); ok {
-			hb.Class, base = c.name, c.timeout
-		} else if d.strict {
-			return ReasonUnknownClass, false
-		} else {
-			hb.UnknownClass = true
+	if class == kindString {
+		if c := l.get(slotClass); len(c.raw) > 0 {
+			if c, ok := d.lookupClass(c.raw, c.flags); ok {
+				hb.Class, base = c.name, c.timeout
+			} else if d.strict {
+				return ReasonUnknownClass, false
+			} else {
+				hb.UnknownClass = true
+			}
 		}
 	}
 	hb.Timeout = base
 
-	if tmo.kind != kindAbsent {
-		flags := tmo.flags
-		if textTimeout {
-			flags = numberFlags(tmo.raw)
-		}
-		t, ok := time.Duration(0), false
-		if flags != flagInvalid {
-			t, ok = d.timeoutOf(tmo.raw, flags)
-		}
-		if ok {
-			hb.Timeout = t
-			hb.Override = t != base
-		} else {
-			hb.TimeoutOutOfRange = true
-		}
+	if tmo != kindAbsent {
+		d.applyTimeout(hb, l.get(slotTimeout), textTimeout, base)
 	}
-
-	if parent.kind == kindString {
-		return d.applyParent(hb, parent)
+	if parent == kindString {
+		return d.applyParent(hb, l.get(slotParent))
 	}
 	return "", true
 }
 
-// fields finds the fields apply reads.
-func (d *Decoder) fields(doc *document, m *Message, kafkaMs int64) (ts, class, tmo, parent, check found) {
-	if d.allJSON {
-		// The native shape's path: every field a member of the JSON value
-		// (or none, whose span is empty), read without find's dispatch.
-		return doc.span(slotTS), doc.span(slotClass), doc.span(slotTimeout), doc.span(slotParent), doc.span(slotIDCheck)
+// applyTimeout sets the device's timeout from a present timeout_ms (text
+// when it came from a header or Avro), or flags it out of range.
+func (d *Decoder) applyTimeout(hb *Heartbeat, tmo found, text bool, base time.Duration) {
+	flags := tmo.flags
+	if text {
+		flags = numberFlags(tmo.raw)
 	}
-	return doc.find(d, slotTS, m, kafkaMs), doc.find(d, slotClass, m, kafkaMs), doc.find(d, slotTimeout, m, kafkaMs),
-		doc.find(d, slotParent, m, kafkaMs), doc.find(d, slotIDCheck, m, kafkaMs)
-}
-
-// span is the located member of the JSON value that fills slot.
-func (doc *document) span(slot int) found {
-	sp := &doc.vf[slot]
-	return found{raw: doc.value[sp.start:sp.end], kind: sp.kind, flags: sp.flags}
+	t, ok := time.Duration(0), false
+	if flags != flagInvalid {
+		t, ok = d.timeoutOf(tmo.raw, flags)
+	}
+	if ok {
+		hb.Timeout = t
+		hb.Override = t != base
+	} else {
+		hb.TimeoutOutOfRange = true
+	}
 }
 
 // isKind reports whether a field's kind is absent or want.
@@ -638,7 +724,7 @@ func (d *Decoder) applyParent(hb *Heartbeat, f found) (Reason, bool) {
 		b.id = unquote(b.id[:0], raw)
 		raw = b.id
 	}
-	if len(raw) > MaxKeyBytes || !utf8.Valid(raw) {
+	if len(raw) > MaxKeyBytes || !validUTF8(raw) {
 		return ReasonBadType, false
 	}
 	hb.HasParent = true
@@ -651,14 +737,18 @@ func (d *Decoder) applyParent(hb *Heartbeat, f found) (Reason, bool) {
 }
 
 // timeOf reads a located time (see times.go).
-func timeOf(f found) (int64, bool) {
+func timeOf(f found, ms int64) (int64, bool) {
 	switch f.kind {
 	case kindTime:
-		return f.ms, true
+		return ms, true
 	case kindNumber:
+		if f.flags&flagFrac == 0 { // numberMs's integers, the usual time, without its call
+			n, ok := parseInt(f.raw)
+			return intMs(n), ok
+		}
 		return numberMs(f.raw, f.flags)
 	}
-	if !needsUnquote(f.raw, f.flags) {
+	if plainFlags(f.flags) || !needsUnquote(f.raw, f.flags) {
 		return stringMs(f.raw)
 	}
 	var buf [64]byte
@@ -696,7 +786,7 @@ func (d *Decoder) lookupClass(raw []byte, flags uint8) (classTimeout, bool) {
 	if len(d.classes) == 0 {
 		return classTimeout{}, false
 	}
-	if !needsUnquote(raw, flags) {
+	if plainFlags(flags) || !needsUnquote(raw, flags) {
 		c, ok := d.classes[string(raw)]
 		return c, ok
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -989,4 +990,34 @@ func (d *Decoder) decodeKV(key, value []byte, kafkaTime time.Time, hb *Heartbeat
 func plain(hb Heartbeat) Heartbeat {
 	hb.bufs = nil
 	return hb
+}
+
+// TestHeartbeatResetClearsAllButReused checks that reset, which clears the
+// Heartbeat field by field, clears every field but the reused ones, so
+// that a field added later is not carried from one message to the next.
+func TestHeartbeatResetClearsAllButReused(t *testing.T) {
+	t.Parallel()
+	var hb Heartbeat
+	v := reflect.ValueOf(&hb).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int64:
+			f.SetInt(5)
+		case reflect.Pointer:
+			hb.bufs = &buffers{}
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to set it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	bufs := hb.bufs
+	hb.reset(7)
+	want := Heartbeat{DeviceID: "x", Parent: "x", AtMs: 7, bufs: bufs}
+	if hb != want {
+		t.Errorf("after reset: %+v, want %+v", hb, want)
+	}
 }

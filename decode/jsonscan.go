@@ -57,12 +57,25 @@ type fields [numSlots]span
 type plan struct {
 	keys    []planKey
 	longest int // the longest key name, which bounds the keys worth unescaping
+	// byLen[n] is 1 + the index of the first key of n bytes, or 0: most
+	// members are told apart by their length alone, without comparing.
+	byLen []uint8
+	// first[h] is 1 + the index of the first key matched in place (see
+	// match) whose quoted name's second and third bytes hash to h, or 0.
+	first [256]uint8
 }
 
 type planKey struct {
 	name  string
 	slots uint16 // the slots this key's value fills, a bit each
+	one   int8   // the slot when it fills exactly one (most keys), else -1
 	sub   *plan  // the plan inside this key's object, or nil
+	next  uint8  // 1 + the index of the next key of the same length, or 0
+	// nextFirst is 1 + the index of the next key matched in place of the
+	// same hash, or 0.
+	nextFirst uint8
+	// head and tail are the ends of the quoted name (see ends).
+	head, tail uint64
 }
 
 // add makes the plan locate path into slot.
@@ -70,6 +83,10 @@ func (pl *plan) add(path []string, slot int) {
 	k := pl.key(path[0])
 	if len(path) == 1 {
 		k.slots |= 1 << slot
+		k.one = -1
+		if bits.OnesCount16(k.slots) == 1 {
+			k.one = int8(slot)
+		}
 		return
 	}
 	if k.sub == nil {
@@ -84,28 +101,130 @@ func (pl *plan) key(name string) *planKey {
 			return &pl.keys[i]
 		}
 	}
-	pl.keys = append(pl.keys, planKey{name: name})
+	if len(pl.byLen) <= len(name) {
+		pl.byLen = append(pl.byLen, make([]uint8, len(name)+1-len(pl.byLen))...)
+	}
+	// A plan has a key per slot at most, so an index fits a byte.
+	head, tail := ends([]byte(`"` + name + `"`))
+	pl.keys = append(pl.keys, planKey{name: name, one: -1, next: pl.byLen[len(name)], head: head, tail: tail})
+	pl.byLen[len(name)] = uint8(len(pl.keys))
+	if q := `"` + name + `"`; inPlace(name) {
+		h := pairHash(q[1], q[2])
+		pl.keys[len(pl.keys)-1].nextFirst = pl.first[h]
+		pl.first[h] = uint8(len(pl.keys))
+	}
 	pl.longest = max(pl.longest, len(name))
 	return &pl.keys[len(pl.keys)-1]
 }
 
 // fill sets the key's slots to sp.
 func (k *planKey) fill(f *fields, sp span) {
+	if k.one >= 0 {
+		f[k.one] = sp
+		return
+	}
 	for s := k.slots; s != 0; s &= s - 1 {
 		f[bits.TrailingZeros16(s)] = sp
 	}
 }
 
-// lookup returns the plan's key named by an object key's raw contents, or
-// nil.
-func (pl *plan) lookup(raw []byte, flags uint8) *planKey {
-	if needsUnquote(raw, flags) {
-		if len(raw) > 6*pl.longest {
-			return nil // cannot unescape to a wanted name
-		}
-		var buf [64]byte
-		raw = unquote(buf[:0], raw)
+// inPlace reports whether a key name is matched in place: up to 14 bytes
+// that a JSON string holds as they are (no quote, backslash, control or
+// high byte), so that the quoted name is the whole string wherever it
+// stands in a document.
+func inPlace(name string) bool {
+	if len(name) == 0 || len(name) > 14 {
+		return false
 	}
+	for i := range len(name) {
+		if !plainString[name[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// pairHash hashes the two bytes after a quoted name's opening quote (the
+// second is the closing quote of a name of one byte): names that share a
+// first byte, such as ts and timeout_ms, seldom share a hash.
+func pairHash(a, b byte) uint8 { return a ^ (b<<3 | b>>5) }
+
+// match returns the key whose quoted name stands at v[i] == '"', as a whole
+// string, and the index after it; or nil when no key matched in place
+// does. Most members of a heartbeat are found so, without scanning them as
+// strings first; the others go through scanString and lookup. The
+// candidates are the keys of the hash of the two bytes after the quote.
+func (pl *plan) match(v []byte, i int) (*planKey, int) {
+	if i+2 >= len(v) { // a quoted name has 3 bytes or more
+		return nil, 0
+	}
+	for j := pl.first[pairHash(v[i+1], v[i+2])]; j != 0; j = pl.keys[j-1].nextFirst {
+		k := &pl.keys[j-1]
+		if end := i + len(k.name) + 2; end <= len(v) {
+			if head, tail := ends(v[i:end]); head == k.head && tail == k.tail {
+				return k, end
+			}
+		}
+	}
+	return nil, 0
+}
+
+// lookup returns the plan's key named by an object key, quoted as in the
+// document, or nil.
+func (pl *plan) lookup(quoted []byte, flags uint8) *planKey {
+	if !plainFlags(flags) && needsUnquote(quoted[1:len(quoted)-1], flags) {
+		return pl.lookupEscaped(quoted[1 : len(quoted)-1])
+	}
+	n := len(quoted) - 2
+	if n >= len(pl.byLen) {
+		return nil
+	}
+	i := pl.byLen[n]
+	if i == 0 {
+		return nil
+	}
+	if n > 14 {
+		for ; i != 0; i = pl.keys[i-1].next {
+			if k := &pl.keys[i-1]; string(quoted[1:n+1]) == k.name {
+				return k
+			}
+		}
+		return nil
+	}
+	// Names of the same length are told apart by the two ends of their
+	// quoted form, which together cover it: no call to compare bytes.
+	head, tail := ends(quoted)
+	for ; i != 0; i = pl.keys[i-1].next {
+		if k := &pl.keys[i-1]; k.head == head && k.tail == tail {
+			return k
+		}
+	}
+	return nil
+}
+
+// ends returns the first and the last 8, 4 or 2 bytes of a quoted name of
+// 3-16 bytes, as wide as fits; the two overlap or meet, so two names of
+// the same length are equal exactly when their ends are.
+func ends(q []byte) (head, tail uint64) {
+	switch n := len(q); {
+	case n >= 8:
+		return binary.LittleEndian.Uint64(q), binary.LittleEndian.Uint64(q[n-8:])
+	case n >= 4:
+		return uint64(binary.LittleEndian.Uint32(q)), uint64(binary.LittleEndian.Uint32(q[n-4:]))
+	case n >= 2:
+		return uint64(binary.LittleEndian.Uint16(q)), uint64(binary.LittleEndian.Uint16(q[n-2:]))
+	}
+	return 0, 0
+}
+
+// lookupEscaped returns the plan's key named by an object key's raw
+// contents with escapes, or nil.
+func (pl *plan) lookupEscaped(raw []byte) *planKey {
+	if len(raw) > 6*pl.longest {
+		return nil // cannot unescape to a wanted name
+	}
+	var buf [64]byte
+	raw = unquote(buf[:0], raw)
 	for i := range pl.keys {
 		if string(raw) == pl.keys[i].name {
 			return &pl.keys[i]
@@ -156,17 +275,19 @@ func parseMembers(v []byte, i, depth int, pl *plan, f *fields) (int, Reason) {
 		if i >= len(v) || v[i] != '"' {
 			return i, ReasonNotObject
 		}
-		end, kflags, ok := scanString(v, i)
-		if !ok {
-			return i, ReasonNotObject
+		k, end := pl.match(v, i)
+		if k == nil {
+			e, kflags, ok := scanString(v, i)
+			if !ok {
+				return i, ReasonNotObject
+			}
+			k, end = pl.lookup(v[i:e], kflags), e
 		}
-		var k *planKey
-		if pl != nil {
-			k = pl.lookup(v[i+1:end-1], kflags)
-		}
-		i = skipWS(v, end)
-		if i >= len(v) || v[i] != ':' {
-			return i, ReasonNotObject
+		// Compact JSON, the usual, has the colon and the comma right there.
+		if i = end; i >= len(v) || v[i] != ':' {
+			if i = skipWS(v, i); i >= len(v) || v[i] != ':' {
+				return i, ReasonNotObject
+			}
 		}
 		i = skipWS(v, i+1)
 		if i >= len(v) {
@@ -221,9 +342,10 @@ func parseMembers(v []byte, i, depth int, pl *plan, f *fields) (int, Reason) {
 		if k != nil {
 			k.fill(f, sp) // duplicates: the last one wins
 		}
-		i = skipWS(v, i)
-		if i >= len(v) {
-			return i, ReasonNotObject
+		if i >= len(v) || (v[i] != ',' && v[i] != '}') {
+			if i = skipWS(v, i); i >= len(v) {
+				return i, ReasonNotObject
+			}
 		}
 		if v[i] == ',' {
 			i = skipWS(v, i+1)
@@ -251,6 +373,11 @@ func sameString(raw []byte, flags uint8, want []byte) bool {
 	var buf [MaxKeyBytes]byte
 	return string(unquote(buf[:0], raw)) == string(want)
 }
+
+// plainFlags reports from a string's flags alone that its raw contents
+// are its value, as most strings' are: no escape, no byte >= 0x80.
+// needsUnquote is a call, so hot paths ask plainFlags first.
+func plainFlags(flags uint8) bool { return flags&(flagEscape|flagHigh) == 0 }
 
 // needsUnquote reports whether a string's raw contents differ from its
 // decoded value.
@@ -351,17 +478,20 @@ var plainString = func() (t [256]bool) {
 func scanString(v []byte, i int) (end int, flags uint8, ok bool) {
 	i++
 	for {
-		// Eight bytes at a time while none needs a look (SWAR).
-		for i+8 <= len(v) {
-			m := specialBytes(binary.LittleEndian.Uint64(v[i:]))
-			if m != 0 {
+		// Eight bytes at a time while none needs a look (SWAR), straight
+		// to the first that does; a byte at a time in the last seven.
+		for {
+			if i+8 > len(v) {
+				for i < len(v) && plainString[v[i]] {
+					i++
+				}
+				break
+			}
+			if m := specialBytes(binary.LittleEndian.Uint64(v[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) / 8
 				break
 			}
 			i += 8
-		}
-		for i < len(v) && plainString[v[i]] {
-			i++
 		}
 		if i >= len(v) {
 			return i, flags, false
@@ -447,10 +577,27 @@ func scanNumber(v []byte, i int) (end int, flags uint8, ok bool) {
 }
 
 func skipDigits(v []byte, i int) int {
+	// Eight bytes at a time (a Unix ms time has 13 digits), then one.
+	for i+8 <= len(v) {
+		if m := nonDigits(binary.LittleEndian.Uint64(v[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
 	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
 		i++
 	}
 	return i
+}
+
+// nonDigits returns a mask with the high bit of each byte of x that is not
+// an ASCII digit, and no other bit. After the xor a digit is 0-9; adding
+// 0x76 to a byte's low seven bits sets its high bit from 10 up, and cannot
+// carry into the next byte.
+func nonDigits(x uint64) uint64 {
+	const lows, highs = 0x7f7f7f7f7f7f7f7f, 0x8080808080808080
+	t := x ^ asciiZeros
+	return ((t & lows) + 0x7676767676767676 | t) & highs
 }
 
 // literal returns the length of the true, false or null at v[i], or 0.
@@ -600,7 +747,28 @@ func parseInt(b []byte) (int64, bool) {
 		return 0, false
 	}
 	var n uint64
-	for _, c := range b {
+	// Eight digits at a time while they cannot overflow (16 digits fit),
+	// then one at a time, checked. A Unix ms time has 13 digits.
+	i := 0
+	for ; i+8 <= len(b) && i < 16; i += 8 {
+		d, ok := eightDigits(binary.LittleEndian.Uint64(b[i:]))
+		if !ok {
+			return 0, false
+		}
+		n = n*1e8 + d
+	}
+	if r := len(b) - i; i == 8 && r > 0 {
+		// The last r < 8 digits, from the eight bytes that end b with the
+		// 8-r read already turned into zeros: 15 digits fit.
+		sh := 8 * uint(8-r)
+		x := binary.LittleEndian.Uint64(b[len(b)-8:])
+		d, ok := eightDigits(x>>sh<<sh | asciiZeros&(1<<sh-1))
+		if !ok {
+			return 0, false
+		}
+		n, i = n*pow10[r]+d, len(b)
+	}
+	for _, c := range b[i:] {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
@@ -619,6 +787,26 @@ func parseInt(b []byte) (int64, bool) {
 		return 0, false
 	}
 	return int64(n), true
+}
+
+// asciiZeros is eight '0' bytes.
+const asciiZeros = 0x3030303030303030
+
+var pow10 = [8]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7}
+
+// eightDigits reads eight ASCII digits, the first in the lowest byte of x
+// (SWAR), or reports that some byte is not a digit.
+func eightDigits(x uint64) (uint64, bool) {
+	const highs = 0xf0f0f0f0f0f0f0f0
+	// Every high nibble is 3, and no low nibble carries when 6 is added
+	// (a carry can only spoil a byte that already fails).
+	if x&highs != asciiZeros || (x+0x0606060606060606)&highs != asciiZeros {
+		return 0, false
+	}
+	x &= 0x0f0f0f0f0f0f0f0f
+	x = x * (10<<8 + 1) >> 8 // pairs of digits in the low byte of each 16 bits
+	x = (x & 0x00ff00ff00ff00ff) * (100<<16 + 1) >> 16
+	return (x & 0x0000ffff0000ffff) * (10000<<32 + 1) >> 32, true
 }
 
 // parseFloat parses a syntactically valid JSON number. Overflow to ±Inf is
