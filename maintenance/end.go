@@ -1,0 +1,78 @@
+package maintenance
+
+import (
+	"context"
+	"time"
+
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// Settle is how long End waits, after marking a window ended, before it
+// looks again for devices the window parked: an instance that had not yet
+// reloaded the windows (DefaultPoll) may have parked one meanwhile.
+const Settle = 4 * DefaultPoll
+
+// End ends window id now and brings every device it parked back from the
+// window's planned end to the actual end + the device's own timeout,
+// where it fires a timeout carrying the window's id if it stays silent. A
+// device also in another open window is parked again by that one when this
+// deadline passes. It returns the ended window and how many devices it
+// released. sleep waits (time.Sleep's contract, cancellable by ctx);
+// nil skips the second look.
+func End(ctx context.Context, st *shard.Store, id string, now time.Time, sleep func(context.Context, time.Duration) error) (shard.Window, int, error) {
+	w, err := st.EndWindow(ctx, id, now.UnixMilli())
+	if err != nil {
+		return shard.Window{}, 0, err
+	}
+	n, err := release(ctx, st, w)
+	if err != nil || sleep == nil {
+		return w, n, err
+	}
+	if err := sleep(ctx, Settle); err != nil {
+		return w, n, err
+	}
+	m, err := release(ctx, st, w)
+	return w, n + m, err
+}
+
+// release moves the devices w parked, in every shard, to w's end + their
+// timeout, and wakes the scanners of the shards it changed.
+func release(ctx context.Context, st *shard.Store, w shard.Window) (int, error) {
+	l, ok, err := st.Layout(ctx)
+	if err != nil || !ok {
+		return 0, err
+	}
+	total := 0
+	var woken []int
+	for i := 0; i < l.Shards(); i++ {
+		ids, recs, err := st.ParkedBy(ctx, i, w.ID)
+		if err != nil {
+			return total, err
+		}
+		moves := make([]shard.HeldMove, len(ids))
+		for k, id := range ids {
+			moves[k] = shard.HeldMove{ID: id, From: recs[k].Score, Record: shard.HeldRecord{
+				Stage: shard.HeldReleased, Score: moveDeadline(recs[k].Score, w.UntilMs, w.EndMs()+recs[k].TimeoutMs),
+				TimeoutMs: recs[k].TimeoutMs, Window: w.ID}}
+		}
+		n, err := st.MoveHeld(ctx, i, moves)
+		if err != nil {
+			return total, err
+		}
+		if n > 0 {
+			total += n
+			woken = append(woken, i)
+		}
+	}
+	if len(woken) > 0 {
+		return total, st.PublishWakes(ctx, woken)
+	}
+	return total, nil
+}
+
+// moveDeadline returns score with its deadline moved from fromMs to toMs,
+// keeping its meta and any coalescing pad on top of the deadline.
+func moveDeadline(score float64, fromMs, toMs int64) float64 {
+	raw, meta := shard.DecodeScore(score)
+	return shard.Score(raw+(toMs-fromMs), meta)
+}

@@ -1,0 +1,114 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/retry"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// DefaultPoll is how often a Room reads the windows' version counter: a
+// start or an end applies on every instance within a poll and a reload,
+// well inside the second §15 allows.
+const DefaultPoll = 250 * time.Millisecond
+
+// Options wire a Room.
+type Options struct {
+	Store *shard.Store
+	Log   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Poll is how often the version counter is read; 0 means DefaultPoll.
+	Poll time.Duration
+}
+
+// Room is an instance's view of the maintenance windows: what the
+// scanners ask when a deadline passes (Holding, MayHold) and what /status
+// lists. Load it before the scanners fire anything; Run keeps it fresh.
+type Room struct {
+	opts    Options
+	idx     atomic.Pointer[Index]
+	version atomic.Int64
+}
+
+// New returns a Room that holds nothing until Load.
+func New(opts Options) *Room {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = DefaultPoll
+	}
+	r := &Room{opts: opts}
+	r.idx.Store(NewIndex(nil, 0))
+	r.version.Store(-1)
+	return r
+}
+
+// Load reads every kept window and indexes them.
+func (r *Room) Load(ctx context.Context) error {
+	v, ws, err := r.opts.Store.Windows(ctx)
+	if err != nil {
+		return err
+	}
+	r.idx.Store(NewIndex(ws, r.opts.Now().UnixMilli()))
+	r.version.Store(v)
+	return nil
+}
+
+// refresh reloads the windows when their version moved.
+func (r *Room) refresh(ctx context.Context) error {
+	v, err := r.opts.Store.WindowsVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v == r.version.Load() {
+		return nil
+	}
+	return r.Load(ctx)
+}
+
+// Run keeps the view fresh until ctx is cancelled. While Redis cannot be
+// read the last view stands: windows still end by their time.
+func (r *Room) Run(ctx context.Context) error {
+	outage := retry.Outage{Log: r.opts.Log, Down: "cannot read maintenance windows", Up: "maintenance windows readable again"}
+	t := time.NewTicker(r.opts.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := r.refresh(ctx); err != nil {
+			if ctx.Err() == nil {
+				outage.Failed(err)
+			}
+			continue
+		}
+		outage.Succeeded()
+	}
+}
+
+// Holding returns the id and end of the open window that holds device id
+// (of class) whose deadline deadlineMs passed, at nowMs (see
+// Index.Holding).
+func (r *Room) Holding(id, class string, deadlineMs, nowMs int64) (window string, endMs int64, ok bool) {
+	w, ok := r.idx.Load().Holding(id, class, deadlineMs, nowMs)
+	return w.ID, w.EndMs(), ok
+}
+
+// MayHold reports whether a member at deadlineMs with timeoutMs may be one
+// a window moved (Index.MayHold).
+func (r *Room) MayHold(deadlineMs, timeoutMs int64) bool {
+	return r.idx.Load().MayHold(deadlineMs, timeoutMs)
+}
+
+// Open returns the windows open now.
+func (r *Room) Open() []shard.Window { return r.idx.Load().Open(r.opts.Now().UnixMilli()) }
