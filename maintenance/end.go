@@ -17,9 +17,9 @@ const Settle = 4 * DefaultPoll
 // where it fires a timeout carrying the window's id if it stays silent. A
 // device also in another open window is parked again by that one when this
 // deadline passes. It returns the ended window and how many devices it
-// released. sleep waits (time.Sleep's contract, cancellable by ctx);
-// nil skips the second look.
-func End(ctx context.Context, st *shard.Store, id string, now time.Time, sleep func(context.Context, time.Duration) error) (shard.Window, int, error) {
+// released. sleep waits d unless ctx ends first, and reports whether it
+// did (retry.Sleep); nil skips the second look.
+func End(ctx context.Context, st *shard.Store, id string, now time.Time, sleep func(ctx context.Context, d time.Duration) bool) (shard.Window, int, error) {
 	w, err := st.EndWindow(ctx, id, now.UnixMilli())
 	if err != nil {
 		return shard.Window{}, 0, err
@@ -28,8 +28,8 @@ func End(ctx context.Context, st *shard.Store, id string, now time.Time, sleep f
 	if err != nil || sleep == nil {
 		return w, n, err
 	}
-	if err := sleep(ctx, Settle); err != nil {
-		return w, n, err
+	if !sleep(ctx, Settle) {
+		return w, n, ctx.Err()
 	}
 	m, err := release(ctx, st, w)
 	return w, n + m, err

@@ -21,11 +21,10 @@ var (
 	scriptWindowStart = loadScript("window_start")
 	scriptWindowEnd   = loadScript("window_end")
 	scriptHeldMove    = loadScript("held_move")
-	scriptHeldCount   = loadScript("held_count")
 )
 
 func init() {
-	allScripts = append(allScripts, scriptWindowStart, scriptWindowEnd, scriptHeldMove, scriptHeldCount)
+	allScripts = append(allScripts, scriptWindowStart, scriptWindowEnd, scriptHeldMove)
 }
 
 // WindowMatch is what a window matches: listed devices, a class, or an id
@@ -260,28 +259,53 @@ func (s *Store) ParkedBy(ctx context.Context, i int, window string) ([]string, [
 }
 
 // HeldCounts returns, per window id, how many devices of shards 0..n-1 a
-// window holds now (parked, not moved on by a heartbeat since). Its cost
-// is the number of held records.
+// window holds now: parked, and not moved on by a heartbeat since. It only
+// reads (the read commands call it), in two pipelined round trips; its
+// cost is the number of held records.
 func (s *Store) HeldCounts(ctx context.Context, n int) (map[string]int64, error) {
-	out := make(map[string]int64)
-	cmds, err := s.pipelined(ctx, func(p redis.Pipeliner) error {
+	alls := make([]*redis.MapStringStringCmd, n)
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := 0; i < n; i++ {
-			scriptHeldCount.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Held(i)})
+			alls[i] = p.HGetAll(ctx, s.keys.Held(i))
 		}
 		return nil
 	})
-	if err != nil {
+	if err := readErr(cmds, err); err != nil {
 		return nil, fmt.Errorf("count held devices: %w", err)
 	}
-	for _, c := range cmds {
-		vals, err := c.(*redis.Cmd).Slice()
-		if err != nil {
-			return nil, fmt.Errorf("count held devices: %w", err)
+	type parked struct {
+		ids  []string
+		recs []HeldRecord
+	}
+	per := make([]parked, n)
+	for i, c := range alls {
+		for id, v := range c.Val() {
+			if r, ok := parseHeld(v); ok && r.Stage == HeldParked {
+				per[i].ids, per[i].recs = append(per[i].ids, id), append(per[i].recs, r)
+			}
 		}
-		for k := 0; k+1 < len(vals); k += 2 {
-			id, _ := vals[k].(string)
-			cnt, _ := vals[k+1].(int64)
-			out[id] += cnt
+	}
+	scores := make([]*redis.FloatSliceCmd, n)
+	cmds, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range per {
+			if len(per[i].ids) > 0 {
+				scores[i] = p.ZMScore(ctx, s.keys.Deadlines(i), per[i].ids...)
+			}
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return nil, fmt.Errorf("count held devices: %w", err)
+	}
+	out := make(map[string]int64)
+	for i, c := range scores {
+		if c == nil {
+			continue
+		}
+		for k, sc := range c.Val() {
+			if sc == per[i].recs[k].Score {
+				out[per[i].recs[k].Window]++
+			}
 		}
 	}
 	return out, nil

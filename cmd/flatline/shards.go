@@ -68,6 +68,9 @@ func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) 
 	if err := st.ReadDown(ctx, store, cfg.Dispatch.RecoveryWindow, now); err != nil {
 		return err
 	}
+	if err := st.ReadMaintenance(ctx, store, now); err != nil {
+		return err
+	}
 	if o.output.JSON() {
 		return writeJSON(out, st)
 	}
