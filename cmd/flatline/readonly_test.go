@@ -116,6 +116,7 @@ func TestReadCommandsNeverWriteToRedis(t *testing.T) {
 		{"devices", "down"},
 		{"devices", "down", "--class", "cam", "-o", "json"},
 		{"config", "print"},
+		{"maintenance", "list", "--all", "-o", "json"},
 	} {
 		before := snapshot(t, f.rdb)
 		stop := monitor(t, addr, f.rdb)
