@@ -91,10 +91,15 @@ func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
 			return fmt.Errorf("device %+v", d)
 		}
 		ws, err := inspect.Maintenance(ctx, inst.Store, false, time.Now())
-		if err != nil || len(ws) != 3 || ws[0].Held < int64(len(dead)) {
+		if err != nil || len(ws) != 3 {
 			return fmt.Errorf("windows %+v: %v", ws, err)
 		}
-		return nil
+		for _, w := range ws {
+			if w.ID == prefixW.ID && w.Held < int64(len(dead)) {
+				return fmt.Errorf("prefix window %+v: want %d held at least", w, len(dead))
+			}
+		}
+		return heldMetric(inst, int64(len(dead)))
 	})
 
 	// Restarted mid-window: the new instance loads the windows before it
@@ -167,6 +172,27 @@ func checkReleased(t *testing.T, evs []dispatch.Event, window string, endMs int6
 	if late := ev.DetectedAtMs - deadline; late > time.Second.Milliseconds() || late < 0 {
 		t.Errorf("%s: detected %d ms after its deadline, want within 1 s", ev.DeviceID, late)
 	}
+}
+
+// heldMetric checks that flatline_devices_held{reason="maintenance"} is at
+// least atLeast.
+func heldMetric(inst *e2etest.Instance, atLeast int64) error {
+	fams, err := inst.Metrics.Registry.Gather()
+	if err != nil {
+		return err
+	}
+	for _, f := range fams {
+		if f.GetName() != "flatline_devices_held" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "maintenance" && int64(m.GetGauge().GetValue()) >= atLeast {
+				return nil
+			}
+		}
+		return fmt.Errorf("flatline_devices_held: %v", f.GetMetric())
+	}
+	return fmt.Errorf("no flatline_devices_held")
 }
 
 func start(t *testing.T, st *shard.Store, r maintenance.Request, now time.Time) shard.Window {
