@@ -110,5 +110,8 @@ func (r *Room) MayHold(deadlineMs, timeoutMs int64) bool {
 	return r.idx.Load().MayHold(deadlineMs, timeoutMs)
 }
 
+// Active reports whether any window is kept, open or ended.
+func (r *Room) Active() bool { return len(r.idx.Load().windows) > 0 }
+
 // Open returns the windows open now.
 func (r *Room) Open() []shard.Window { return r.idx.Load().Open(r.opts.Now().UnixMilli()) }

@@ -17,6 +17,9 @@ type Maintenance interface {
 	// MayHold reports whether a member at deadlineMs with timeoutMs may be
 	// one a window moved: only those are looked up in Redis.
 	MayHold(deadlineMs, timeoutMs int64) bool
+	// Active reports whether any window is kept, open or ended: without
+	// one, nothing is held and the step costs nothing.
+	Active() bool
 }
 
 // maintain keeps planned silence from firing (package maintenance). A due
@@ -32,7 +35,7 @@ type Maintenance interface {
 func (sc *shardScanner) maintain(ctx context.Context, batch []shard.Member, overrides map[string]int64) (fire []shard.Member, windows map[string]string, err error) {
 	s := sc.s
 	m := s.opts.Maintenance
-	if m == nil || s.opts.Timing == nil || len(batch) == 0 {
+	if m == nil || s.opts.Timing == nil || len(batch) == 0 || !m.Active() {
 		return batch, nil, nil
 	}
 	nowMs := s.opts.Now().UnixMilli()
