@@ -127,7 +127,8 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 	if err := a.buildLayout(ctx); err != nil {
 		return err
 	}
-	a.maint = maintenance.New(maintenance.Options{Store: a.Store, Log: a.log})
+	a.maint = maintenance.New(maintenance.Options{Store: a.Store, Log: a.log,
+		Shards: func() int { return a.Watcher.Current().Shards() }})
 	if err := a.maint.Load(ctx); err != nil {
 		return err
 	}

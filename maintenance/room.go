@@ -15,6 +15,11 @@ import (
 // well inside the second §15 allows.
 const DefaultPoll = 250 * time.Millisecond
 
+// DefaultPruneEvery is how often a Room drops the held records that no
+// longer stand (shard.Store.PruneHeld): a device that beat through a
+// window leaves its record behind, one per device at most.
+const DefaultPruneEvery = 10 * time.Minute
+
 // Options wire a Room.
 type Options struct {
 	Store *shard.Store
@@ -23,6 +28,11 @@ type Options struct {
 	Now func() time.Time
 	// Poll is how often the version counter is read; 0 means DefaultPoll.
 	Poll time.Duration
+	// Shards is the number of shards whose held records Run prunes (the
+	// layout's Shards); nil: Run prunes nothing.
+	Shards func() int
+	// PruneEvery is how often they are pruned; 0 means DefaultPruneEvery.
+	PruneEvery time.Duration
 }
 
 // Room is an instance's view of the maintenance windows: what the
@@ -44,6 +54,9 @@ func New(opts Options) *Room {
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = DefaultPoll
+	}
+	if opts.PruneEvery <= 0 {
+		opts.PruneEvery = DefaultPruneEvery
 	}
 	r := &Room{opts: opts}
 	r.idx.Store(NewIndex(nil, 0))
@@ -74,16 +87,22 @@ func (r *Room) refresh(ctx context.Context) error {
 	return r.Load(ctx)
 }
 
-// Run keeps the view fresh until ctx is cancelled. While Redis cannot be
-// read the last view stands: windows still end by their time.
+// Run keeps the view fresh until ctx is cancelled, and prunes the held
+// records that no longer stand. While Redis cannot be read the last view
+// stands: windows still end by their time.
 func (r *Room) Run(ctx context.Context) error {
 	outage := retry.Outage{Log: r.opts.Log, Down: "cannot read maintenance windows", Up: "maintenance windows readable again"}
 	t := time.NewTicker(r.opts.Poll)
 	defer t.Stop()
+	prune := time.NewTicker(r.opts.PruneEvery)
+	defer prune.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-prune.C:
+			r.prune(ctx)
+			continue
 		case <-t.C:
 		}
 		if err := r.refresh(ctx); err != nil {
@@ -93,6 +112,21 @@ func (r *Room) Run(ctx context.Context) error {
 			continue
 		}
 		outage.Succeeded()
+	}
+}
+
+// prune drops the held records that no longer stand, shard by shard: an
+// HSCAN of an empty hash per shard when no window ever held anything.
+func (r *Room) prune(ctx context.Context) {
+	if r.opts.Shards == nil {
+		return
+	}
+	n := r.opts.Shards()
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		if _, err := r.opts.Store.PruneHeld(ctx, i); err != nil {
+			r.opts.Log.Warn("prune held devices", "shard", i, "err", err)
+			return
+		}
 	}
 }
 

@@ -21,10 +21,11 @@ var (
 	scriptWindowStart = loadScript("window_start")
 	scriptWindowEnd   = loadScript("window_end")
 	scriptHeldMove    = loadScript("held_move")
+	scriptHeldPrune   = loadScript("held_prune")
 )
 
 func init() {
-	allScripts = append(allScripts, scriptWindowStart, scriptWindowEnd, scriptHeldMove)
+	allScripts = append(allScripts, scriptWindowStart, scriptWindowEnd, scriptHeldMove, scriptHeldPrune)
 }
 
 // WindowMatch is what a window matches: listed devices, a class, or an id
@@ -309,4 +310,57 @@ func (s *Store) HeldCounts(ctx context.Context, n int) (map[string]int64, error)
 		}
 	}
 	return out, nil
+}
+
+// PruneHeld drops shard i's held records that no longer stand (see
+// held_prune.lua): those of devices that beat again, fired or left. It
+// reads the records a page at a time and returns how many it dropped.
+func (s *Store) PruneHeld(ctx context.Context, i int) (int, error) {
+	dropped := 0
+	var cursor uint64
+	for {
+		kv, next, err := s.rdb.HScan(ctx, s.keys.Held(i), cursor, "", 500).Result()
+		if err != nil {
+			return dropped, fmt.Errorf("prune held devices of shard %d: %w", i, err)
+		}
+		n, err := s.pruneHeldPage(ctx, i, kv)
+		dropped += n
+		if err != nil {
+			return dropped, err
+		}
+		if cursor = next; cursor == 0 {
+			return dropped, nil
+		}
+	}
+}
+
+// pruneHeldPage drops the stale records of one HSCAN page (id, record, …).
+func (s *Store) pruneHeldPage(ctx context.Context, i int, kv []string) (int, error) {
+	if len(kv) < 2 {
+		return 0, nil
+	}
+	ids := make([]string, 0, len(kv)/2)
+	recs := make([]HeldRecord, 0, len(kv)/2)
+	for k := 0; k+1 < len(kv); k += 2 {
+		r, _ := parseHeld(kv[k+1])
+		ids, recs = append(ids, kv[k]), append(recs, r)
+	}
+	scores, err := s.rdb.ZMScore(ctx, s.keys.Deadlines(i), ids...).Result()
+	if err != nil {
+		return 0, fmt.Errorf("prune held devices of shard %d: %w", i, err)
+	}
+	var stale []any
+	for k, sc := range scores {
+		if sc != recs[k].Score {
+			stale = append(stale, ids[k])
+		}
+	}
+	if len(stale) == 0 {
+		return 0, nil
+	}
+	n, err := scriptHeldPrune.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.Held(i)}, stale...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("prune held devices of shard %d: %w", i, err)
+	}
+	return n, nil
 }

@@ -97,4 +97,11 @@ func TestHeldMovesOnlyUnchangedDevicesAndCountsParkedOnes(t *testing.T) {
 	if err != nil || len(ids) != 1 || ids[0] != "d0" || parked[0].Score != 5000 {
 		t.Fatalf("parked by w1: %v %+v %v", ids, parked, err)
 	}
+	// d2's record no longer stands: pruned; d0's stays.
+	if n, err := st.PruneHeld(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("pruned %d %v, want d2's record", n, err)
+	}
+	if _, oks, _ := st.HeldRecords(ctx, 0, []string{"d0", "d2"}); !oks[0] || oks[1] {
+		t.Fatalf("after pruning: records %v, want d0's only", oks)
+	}
 }
