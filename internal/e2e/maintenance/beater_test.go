@@ -13,15 +13,20 @@ import (
 )
 
 // device is one device of the beater: silent from silentFrom (zero: never)
-// until silentUntil (zero: for good), with a class ("" for none).
+// until silentUntil (zero: for good), and for good from diesAt (zero:
+// never), with a class ("" for none).
 type device struct {
 	id          string
 	class       string
 	silentFrom  time.Time
 	silentUntil time.Time
+	diesAt      time.Time
 }
 
 func (d *device) beats(now time.Time) bool {
+	if !d.diesAt.IsZero() && !now.Before(d.diesAt) {
+		return false
+	}
 	if d.silentFrom.IsZero() || now.Before(d.silentFrom) {
 		return true
 	}

@@ -37,8 +37,10 @@ func group(prefix, class string, n int) []*device {
 // Planned silence fires nothing while its window is open; a device that
 // stays silent past the window's end fires one timeout carrying the
 // window's id, from the end, within its timeout + 1 s; one that beat again
-// fires nothing; devices no window matches fire as ever. The instance is
-// restarted mid-window, and one window is ended early.
+// fires nothing, and one that beat again just before the end and died
+// after it fires its own timeout from that heartbeat; devices no window
+// matches fire as ever. The instance is restarted mid-window, and one
+// window is ended early.
 func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
 	e := e2etest.NewEnv(t, partitions)
 	e.Cfg.Timeouts.Default = timeout
@@ -48,10 +50,13 @@ func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
 	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, partitions)
 
 	dead, reboot, live := group("site-a/dead-", "", 5), group("site-a/reboot-", "", 5), group("site-a/live-", "", 5)
+	// late devices come back just before the window ends and die right
+	// after: their own timeout from their last heartbeat, not the window's.
+	late := group("site-a/late-", "", 3)
 	meters, others := group("meter-", "meter", 5), group("other-", "", 5)
 	solo := &device{id: "solo-1"}
 	var all []*device
-	for _, g := range [][]*device{dead, reboot, live, meters, others, {solo}} {
+	for _, g := range [][]*device{dead, reboot, live, late, meters, others, {solo}} {
 		all = append(all, g...)
 	}
 	b := startBeater(t, e.Kafka.Brokers(), all, interval)
@@ -74,6 +79,9 @@ func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
 		}
 		for _, d := range reboot {
 			d.silentFrom, d.silentUntil = silent, t0.Add(2800*time.Millisecond)
+		}
+		for _, d := range late {
+			d.silentFrom, d.silentUntil, d.diesAt = silent, t0.Add(4600*time.Millisecond), t0.Add(4900*time.Millisecond)
 		}
 	})
 
@@ -128,7 +136,7 @@ func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
 		}
 		return out
 	}
-	want := len(dead) + len(meters) + len(others) + 1
+	want := len(dead) + len(late) + len(meters) + len(others) + 1
 	e2etest.Eventually(t, 20*time.Second, "the dead devices' timeouts", func() bool { return len(byID()) >= want })
 	time.Sleep(2 * time.Second) // anything more would be a duplicate or a false timeout
 	got := byID()
@@ -143,7 +151,7 @@ func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
 		checkReleased(t, got[d.id], classW.ID, classW.UntilMs, meterTimeout)
 	}
 	checkReleased(t, got[solo.id], soloW.ID, ended.EndedAtMs, timeout)
-	for _, d := range others {
+	for _, d := range append(others, late...) {
 		evs := got[d.id]
 		if len(evs) != 1 || evs[0].MaintenanceID != "" || evs[0].DeadlineMs != b.lastBeat(d.id)+timeout.Milliseconds() {
 			t.Errorf("%s: %+v, want one timeout at its last beat %d + 1s, without maintenance_id", d.id, evs, b.lastBeat(d.id))
