@@ -40,8 +40,7 @@ func (sc *shardScanner) maintain(ctx context.Context, batch []shard.Member, over
 	}
 	nowMs := s.opts.Now().UnixMilli()
 	var moves []shard.HeldMove
-	var maybe []shard.Member
-	var timeouts []int64
+	var maybe []dueMember
 	held := make(map[string]bool)
 	for _, mem := range batch {
 		deadline, timeout := s.opts.Timing(mem.ID, mem.Score, overrides)
@@ -53,12 +52,11 @@ func (sc *shardScanner) maintain(ctx context.Context, batch []shard.Member, over
 			moves = append(moves, heldMove(mem, shard.HeldParked, deadline, end, timeout, wid))
 			held[mem.ID] = true
 		} else if m.MayHold(deadline, timeout) {
-			maybe = append(maybe, mem)
-			timeouts = append(timeouts, timeout)
+			maybe = append(maybe, dueMember{mem, deadline, timeout})
 		}
 	}
 	if len(maybe) > 0 {
-		if moves, windows, err = sc.released(ctx, maybe, timeouts, moves, held, s.opts.Timing, overrides); err != nil {
+		if moves, windows, err = sc.released(ctx, maybe, moves, held); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -77,11 +75,16 @@ func (sc *shardScanner) maintain(ctx context.Context, batch []shard.Member, over
 	return fire, windows, nil
 }
 
+// dueMember is a due member with its deadline and timeout (Options.Timing).
+type dueMember struct {
+	shard.Member
+	deadlineMs, timeoutMs int64
+}
+
 // released looks up the records of the members that may be held: a parked
 // one whose window ended is released (a move added to moves, its id to
 // held), a released one fires with its window's id (windows).
-func (sc *shardScanner) released(ctx context.Context, maybe []shard.Member, timeouts []int64, moves []shard.HeldMove, held map[string]bool,
-	timing func(string, float64, map[string]int64) (int64, int64), overrides map[string]int64) ([]shard.HeldMove, map[string]string, error) {
+func (sc *shardScanner) released(ctx context.Context, maybe []dueMember, moves []shard.HeldMove, held map[string]bool) ([]shard.HeldMove, map[string]string, error) {
 	ids := make([]string, len(maybe))
 	for k, mem := range maybe {
 		ids[k] = mem.ID
@@ -97,8 +100,9 @@ func (sc *shardScanner) released(ctx context.Context, maybe []shard.Member, time
 		}
 		switch recs[k].Stage {
 		case shard.HeldParked:
-			end, _ := timing(mem.ID, mem.Score, overrides)
-			moves = append(moves, heldMove(mem, shard.HeldReleased, end, end+timeouts[k], timeouts[k], recs[k].Window))
+			// Parked at the window's end: its deadline is that end.
+			end := mem.deadlineMs
+			moves = append(moves, heldMove(mem.Member, shard.HeldReleased, end, end+mem.timeoutMs, mem.timeoutMs, recs[k].Window))
 			held[mem.ID] = true
 		case shard.HeldReleased:
 			if windows == nil {
