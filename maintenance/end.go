@@ -63,11 +63,44 @@ func release(ctx context.Context, st *shard.Store, w shard.Window) (int, error) 
 			total += n
 			woken = append(woken, i)
 		}
+		moved, shards, err := followed(ctx, st, l, i, moves)
+		if err != nil {
+			return total, err
+		}
+		total += moved
+		woken = append(woken, shards...)
 	}
 	if len(woken) > 0 {
 		return total, st.PublishWakes(ctx, woken)
 	}
 	return total, nil
+}
+
+// followed applies the moves of shard i's records to the devices' shards
+// under layout l, where they differ: a doubling or a halving moved the
+// device and left its record behind. Each move is conditional on the
+// device's score, so a device still in shard i (moved already) is not
+// moved twice.
+func followed(ctx context.Context, st *shard.Store, l shard.Layout, i int, moves []shard.HeldMove) (int, []int, error) {
+	byShard := make(map[int][]shard.HeldMove)
+	for _, m := range moves {
+		if home := l.ShardOf(shard.Hash(m.ID)); home != i {
+			byShard[home] = append(byShard[home], m)
+		}
+	}
+	total := 0
+	var woken []int
+	for j, ms := range byShard {
+		n, err := st.MoveHeld(ctx, j, ms)
+		if err != nil {
+			return total, woken, err
+		}
+		if n > 0 {
+			total += n
+			woken = append(woken, j)
+		}
+	}
+	return total, woken, nil
 }
 
 // moveDeadline returns score with its deadline moved from fromMs to toMs,

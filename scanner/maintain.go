@@ -2,6 +2,7 @@ package scanner
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/flatline-dev/flatline/shard"
@@ -93,6 +94,9 @@ func (sc *shardScanner) released(ctx context.Context, maybe []dueMember, moves [
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := sc.recordsElsewhere(ctx, maybe, recs, oks); err != nil {
+		return nil, nil, err
+	}
 	var windows map[string]string
 	for k, mem := range maybe {
 		if !oks[k] || recs[k].Score != mem.Score {
@@ -112,6 +116,46 @@ func (sc *shardScanner) released(ctx context.Context, maybe []dueMember, moves [
 		}
 	}
 	return moves, windows, nil
+}
+
+// recordsElsewhere looks for the records maybe lacks (oks false, or not
+// standing) in the shards a device may have come from: a doubling or a
+// halving moves a held device to its new shard (the sweep, or a heartbeat
+// there) and leaves its record behind. The record stands if it names the
+// member's score, which the move kept. Found records are filled in.
+func (sc *shardScanner) recordsElsewhere(ctx context.Context, maybe []dueMember, recs []shard.HeldRecord, oks []bool) error {
+	if sc.s.opts.Layout == nil {
+		return nil
+	}
+	l := sc.s.opts.Layout.Current()
+	byShard := make(map[int][]int)
+	for k, mem := range maybe {
+		if oks[k] && recs[k].Score == mem.Score {
+			continue
+		}
+		h := shard.Hash(mem.ID)
+		for _, n := range []int{l.Previous, l.Count / 2, l.Count * 2} {
+			if n >= 1 && n <= shard.MaxShards && shard.Of(h, n) != sc.id && !slices.Contains(byShard[shard.Of(h, n)], k) {
+				byShard[shard.Of(h, n)] = append(byShard[shard.Of(h, n)], k)
+			}
+		}
+	}
+	for i, ks := range byShard {
+		ids := make([]string, len(ks))
+		for j, k := range ks {
+			ids[j] = maybe[k].ID
+		}
+		found, ok, err := sc.s.opts.Store.HeldRecords(ctx, i, ids)
+		if err != nil {
+			return err
+		}
+		for j, k := range ks {
+			if ok[j] && found[j].Score == maybe[k].Score {
+				recs[k], oks[k] = found[j], true
+			}
+		}
+	}
+	return nil
 }
 
 // heldMove moves mem's deadline from fromMs to toMs (its meta and any
