@@ -40,6 +40,9 @@ func TestMaintenanceStartListEnd(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, id) || !strings.Contains(r.stdout, "prefix rack-7/") || !strings.Contains(r.stdout, w.ID) {
 		t.Fatalf("list: %d %q", r.code, r.stdout)
 	}
+	if r = run(t, f.env, "shards", "status"); r.code != 0 || !strings.Contains(r.stdout, "maintenance windows open: 2, devices held: 0") {
+		t.Fatalf("shards status: %d %q", r.code, r.stdout)
+	}
 	if r = run(t, f.env, "maintenance", "end", id); r.code != 0 || !strings.Contains(r.stdout, "ended "+id) {
 		t.Fatalf("end: %d %q %s", r.code, r.stdout, r.stderr)
 	}
@@ -84,5 +87,40 @@ func TestMaintenanceLimitsAreRefusedInOneLine(t *testing.T) {
 		if r.code == 0 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("start %s: exit %d, stderr %q; want one line with %q", c.args[0], r.code, r.stderr, c.want)
 		}
+	}
+}
+
+// holdByWindow opens a window on f that holds device id (tracked in shard
+// 0), as a scanner would have parked it.
+func holdByWindow(t *testing.T, f fleet, id string) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	w := shard.Window{ID: "w-held", Match: shard.WindowMatch{Devices: []string{id}}, FromMs: now.UnixMilli(), UntilMs: now.Add(time.Hour).UnixMilli()}
+	if _, err := f.store.StartWindow(ctx, w, 10, now.UnixMilli(), 0); err != nil {
+		t.Fatal(err)
+	}
+	score := f.rdb.ZScore(ctx, f.store.Keys().Deadlines(0), id).Val()
+	parked := shard.Score(w.UntilMs, 0)
+	if n, err := f.store.MoveHeld(ctx, 0, []shard.HeldMove{{ID: id, From: score,
+		Record: shard.HeldRecord{Stage: shard.HeldParked, Score: parked, TimeoutMs: 30_000, Window: w.ID}}}); err != nil || n != 1 {
+		t.Fatalf("hold %s: %d %v", id, n, err)
+	}
+}
+
+// A device a window holds shows state maintenance and the window's id.
+func TestDeviceGetShowsMaintenance(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.track(t, "d-1", "", time.Now().Add(-time.Second))
+	holdByWindow(t, f, "d-1")
+	r := run(t, f.env, "device", "get", "d-1")
+	if r.code != 0 || !strings.Contains(r.stdout, "state:    maintenance") || !strings.Contains(r.stdout, "maintenance: w-held") {
+		t.Fatalf("device get: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, f.env, "maintenance", "list", "-o", "json")
+	var ws []inspect.WindowStatus
+	if err := json.Unmarshal([]byte(r.stdout), &ws); err != nil || len(ws) != 1 || ws[0].Held != 1 {
+		t.Fatalf("list: %+v %v (%q)", ws, err, r.stdout)
 	}
 }
