@@ -4,7 +4,9 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -103,5 +105,38 @@ func TestHeldMovesOnlyUnchangedDevicesAndCountsParkedOnes(t *testing.T) {
 	}
 	if _, oks, _ := st.HeldRecords(ctx, 0, []string{"d0", "d2"}); !oks[0] || oks[1] {
 		t.Fatalf("after pruning: records %v, want d0's only", oks)
+	}
+}
+
+// On a Redis Cluster, a window's keys share one slot and a held device's
+// keys its shard's: starting, ending, moving and counting work there too.
+func TestMaintenanceOnACluster(t *testing.T) {
+	t.Parallel()
+	st := shard.NewStore(testenv.RedisCluster(t, 3).Client(t), shard.NewKeys(testenv.Prefix(t)))
+	ctx := testenv.Context(t, 30*time.Second)
+	if err := st.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := shard.Window{ID: "w1", Match: shard.WindowMatch{Prefix: "p"}, FromMs: 1000, UntilMs: 9000}
+	if _, err := st.StartWindow(ctx, w, 10, 1000, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.EndWindow(ctx, "w1", 2000); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 8; i++ {
+		id := "d" + strconv.Itoa(i)
+		st.Client().ZAdd(ctx, st.Keys().Deadlines(i), redisZ(100, id))
+		m := shard.HeldMove{ID: id, From: 100, Record: shard.HeldRecord{Stage: shard.HeldParked, Score: 9000, TimeoutMs: 1, Window: "w1"}}
+		if n, err := st.MoveHeld(ctx, i, []shard.HeldMove{m}); err != nil || n != 1 {
+			t.Fatalf("shard %d: moved %d, %v", i, n, err)
+		}
+	}
+	counts, err := st.HeldCounts(ctx, 8)
+	if err != nil || counts["w1"] != 8 {
+		t.Fatalf("held counts %v, %v", counts, err)
+	}
+	if _, ws, err := st.Windows(ctx); err != nil || len(ws) != 1 || ws[0].EndedAtMs != 2000 {
+		t.Fatalf("windows %+v %v", ws, err)
 	}
 }
