@@ -115,7 +115,11 @@ func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
 	if err := inst.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
 	inst = e2etest.Start(t, e.Cfg, app.Hooks{})
+	e2etest.Eventually(t, 10*time.Second, "the restarted instance's ingest caught up", func() bool {
+		return inst.Gate.Watermark() >= restarted.UnixMilli()
+	})
 
 	// The one-device window ends early: its device gets its timeout from
 	// the actual end.
