@@ -85,12 +85,14 @@ func GetDevice(ctx context.Context, store *shard.Store, policy *timeouts.Policy,
 			d.DownSinceMs = ms
 		}
 	}
-	return d, d.setState(ctx, store, best)
+	return d, d.setState(ctx, store, best, l.Count)
 }
 
 // setState tells a device a maintenance window holds (parked at the
-// window's end, and not heard since) from one merely tracked or down.
-func (d *Device) setState(ctx context.Context, store *shard.Store, score float64) error {
+// window's end, and not heard since) from one merely tracked or down. The
+// record is beside the device, or, after a doubling or a halving moved
+// the device, in the shard it came from.
+func (d *Device) setState(ctx context.Context, store *shard.Store, score float64, count int) error {
 	switch {
 	case d.Tracked:
 		d.State = "tracked"
@@ -102,12 +104,16 @@ func (d *Device) setState(ctx context.Context, store *shard.Store, score float64
 	if !d.Tracked {
 		return nil
 	}
-	recs, oks, err := store.HeldRecords(ctx, d.Shard, []string{d.DeviceID})
-	if err != nil {
-		return err
-	}
-	if oks[0] && recs[0].Stage == shard.HeldParked && recs[0].Score == score {
-		d.State, d.MaintenanceID = "maintenance", recs[0].Window
+	h := shard.Hash(d.DeviceID)
+	for _, i := range []int{d.Shard, shard.Of(h, max(count/2, 1)), shard.Of(h, min(count*2, shard.MaxShards))} {
+		recs, oks, err := store.HeldRecords(ctx, i, []string{d.DeviceID})
+		if err != nil {
+			return err
+		}
+		if oks[0] && recs[0].Stage == shard.HeldParked && recs[0].Score == score {
+			d.State, d.MaintenanceID = "maintenance", recs[0].Window
+			return nil
+		}
 	}
 	return nil
 }

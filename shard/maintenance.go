@@ -260,10 +260,61 @@ func (s *Store) ParkedBy(ctx context.Context, i int, window string) ([]string, [
 }
 
 // HeldCounts returns, per window id, how many devices of shards 0..n-1 a
-// window holds now: parked, and not moved on by a heartbeat since. It only
-// reads (the read commands call it), in two pipelined round trips; its
-// cost is the number of held records.
+// window holds now: parked, and not moved on by a heartbeat since. A
+// device a doubling or a halving moved to its shard under n is found
+// there. It only reads (the read commands call it), in two or three
+// pipelined round trips; its cost is the number of held records.
 func (s *Store) HeldCounts(ctx context.Context, n int) (map[string]int64, error) {
+	parked, err := s.parkedRecords(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	scores, err := s.scoresOf(ctx, parked)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64)
+	moved := make(map[int]heldSet)
+	for i, set := range parked {
+		for k, sc := range scores[i] {
+			r := set.recs[k]
+			if sc == r.Score {
+				out[r.Window]++
+			} else if home := Of(Hash(set.ids[k]), n); sc == 0 && home != i {
+				moved[home] = moved[home].add(set.ids[k], r)
+			}
+		}
+	}
+	if len(moved) == 0 {
+		return out, nil
+	}
+	scores, err = s.scoresOf(ctx, moved)
+	if err != nil {
+		return nil, err
+	}
+	for i, set := range moved {
+		for k, sc := range scores[i] {
+			if sc == set.recs[k].Score {
+				out[set.recs[k].Window]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// heldSet is some held records of one shard, by device id.
+type heldSet struct {
+	ids  []string
+	recs []HeldRecord
+}
+
+func (h heldSet) add(id string, r HeldRecord) heldSet {
+	h.ids, h.recs = append(h.ids, id), append(h.recs, r)
+	return h
+}
+
+// parkedRecords reads the parked records of shards 0..n-1.
+func (s *Store) parkedRecords(ctx context.Context, n int) (map[int]heldSet, error) {
 	alls := make([]*redis.MapStringStringCmd, n)
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := 0; i < n; i++ {
@@ -274,40 +325,36 @@ func (s *Store) HeldCounts(ctx context.Context, n int) (map[string]int64, error)
 	if err := readErr(cmds, err); err != nil {
 		return nil, fmt.Errorf("count held devices: %w", err)
 	}
-	type parked struct {
-		ids  []string
-		recs []HeldRecord
-	}
-	per := make([]parked, n)
+	out := make(map[int]heldSet)
 	for i, c := range alls {
 		for id, v := range c.Val() {
 			if r, ok := parseHeld(v); ok && r.Stage == HeldParked {
-				per[i].ids, per[i].recs = append(per[i].ids, id), append(per[i].recs, r)
+				out[i] = out[i].add(id, r)
 			}
 		}
 	}
-	scores := make([]*redis.FloatSliceCmd, n)
-	cmds, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range per {
-			if len(per[i].ids) > 0 {
-				scores[i] = p.ZMScore(ctx, s.keys.Deadlines(i), per[i].ids...)
-			}
+	return out, nil
+}
+
+// scoresOf reads the current scores of sets' devices in their shards (0:
+// not there), in one pipeline.
+func (s *Store) scoresOf(ctx context.Context, sets map[int]heldSet) (map[int][]float64, error) {
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	cmds := make(map[int]*redis.FloatSliceCmd, len(sets))
+	all, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, set := range sets {
+			cmds[i] = p.ZMScore(ctx, s.keys.Deadlines(i), set.ids...)
 		}
 		return nil
 	})
-	if err := readErr(cmds, err); err != nil {
+	if err := readErr(all, err); err != nil {
 		return nil, fmt.Errorf("count held devices: %w", err)
 	}
-	out := make(map[string]int64)
-	for i, c := range scores {
-		if c == nil {
-			continue
-		}
-		for k, sc := range c.Val() {
-			if sc == per[i].recs[k].Score {
-				out[per[i].recs[k].Window]++
-			}
-		}
+	out := make(map[int][]float64, len(cmds))
+	for i, c := range cmds {
+		out[i] = c.Val()
 	}
 	return out, nil
 }

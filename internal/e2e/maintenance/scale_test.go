@@ -7,6 +7,7 @@ import (
 
 	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/maintenance"
 	"github.com/flatline-dev/flatline/rebalance"
@@ -52,6 +53,21 @@ func TestHeldDevicesFollowADoubling(t *testing.T) {
 		return err == nil && ok && l.Count == 8 && l.Previous == 0
 	})
 	t.Logf("finalized %v before the window's end", time.Until(time.UnixMilli(w.UntilMs)).Round(time.Millisecond))
+	// The moved devices are still counted as held, and shown so.
+	held, err := inst.Store.HeldCounts(ctx, 8)
+	if err != nil || held[w.ID] != int64(len(timed)) || held[wb.ID] != int64(len(early)) {
+		t.Errorf("after the doubling: held %v, %v; want %d and %d", held, err, len(timed), len(early))
+	}
+	policy, err := app.ReadPolicy(ctx, inst.Store, e.Cfg.Timeouts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dead {
+		got, err := inspect.GetDevice(ctx, inst.Store, policy, d.id, 0)
+		if err != nil || got.State != "maintenance" {
+			t.Errorf("after the doubling: %s %+v, %v; want state maintenance", d.id, got, err)
+		}
+	}
 	ended, released, err := maintenance.End(ctx, inst.Store, wb.ID, time.Now(), nil)
 	if err != nil || released != len(early) {
 		t.Fatalf("end %s: released %d of %d, %v", wb.ID, released, len(early), err)
