@@ -123,7 +123,7 @@ func (r *Room) prune(ctx context.Context) {
 	}
 	n := r.opts.Shards()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		if _, err := r.opts.Store.PruneHeld(ctx, i); err != nil {
+		if _, err := r.opts.Store.PruneHeld(ctx, i, n); err != nil {
 			r.opts.Log.Warn("prune held devices", "shard", i, "err", err)
 			return
 		}

@@ -360,9 +360,12 @@ func (s *Store) scoresOf(ctx context.Context, sets map[int]heldSet) (map[int][]f
 }
 
 // PruneHeld drops shard i's held records that no longer stand (see
-// held_prune.lua): those of devices that beat again, fired or left. It
-// reads the records a page at a time and returns how many it dropped.
-func (s *Store) PruneHeld(ctx context.Context, i int) (int, error) {
+// held_prune.lua): those of devices that beat again, fired or left. The
+// record of a device a doubling or a halving moved to its shard under n
+// (count: the layout's Shards) with its score unchanged stands: it is kept,
+// for the device's release. It reads the records a page at a time and
+// returns how many it dropped.
+func (s *Store) PruneHeld(ctx context.Context, i, n int) (int, error) {
 	dropped := 0
 	var cursor uint64
 	for {
@@ -370,8 +373,8 @@ func (s *Store) PruneHeld(ctx context.Context, i int) (int, error) {
 		if err != nil {
 			return dropped, fmt.Errorf("prune held devices of shard %d: %w", i, err)
 		}
-		n, err := s.pruneHeldPage(ctx, i, kv)
-		dropped += n
+		m, err := s.pruneHeldPage(ctx, i, n, kv)
+		dropped += m
 		if err != nil {
 			return dropped, err
 		}
@@ -382,32 +385,48 @@ func (s *Store) PruneHeld(ctx context.Context, i int) (int, error) {
 }
 
 // pruneHeldPage drops the stale records of one HSCAN page (id, record, …).
-func (s *Store) pruneHeldPage(ctx context.Context, i int, kv []string) (int, error) {
+func (s *Store) pruneHeldPage(ctx context.Context, i, n int, kv []string) (int, error) {
 	if len(kv) < 2 {
 		return 0, nil
 	}
-	ids := make([]string, 0, len(kv)/2)
-	recs := make([]HeldRecord, 0, len(kv)/2)
+	var page heldSet
 	for k := 0; k+1 < len(kv); k += 2 {
 		r, _ := parseHeld(kv[k+1])
-		ids, recs = append(ids, kv[k]), append(recs, r)
+		page = page.add(kv[k], r)
 	}
-	scores, err := s.rdb.ZMScore(ctx, s.keys.Deadlines(i), ids...).Result()
+	scores, err := s.scoresOf(ctx, map[int]heldSet{i: page})
 	if err != nil {
-		return 0, fmt.Errorf("prune held devices of shard %d: %w", i, err)
+		return 0, err
 	}
+	moved := make(map[int]heldSet)
 	var stale []any
-	for k, sc := range scores {
-		if sc != recs[k].Score {
-			stale = append(stale, ids[k])
+	for k, sc := range scores[i] {
+		id, r := page.ids[k], page.recs[k]
+		switch home := Of(Hash(id), n); {
+		case sc == r.Score:
+		case sc == 0 && home != i:
+			moved[home] = moved[home].add(id, r)
+		default:
+			stale = append(stale, id)
+		}
+	}
+	elsewhere, err := s.scoresOf(ctx, moved)
+	if err != nil {
+		return 0, err
+	}
+	for j, set := range moved {
+		for k, sc := range elsewhere[j] {
+			if sc != set.recs[k].Score {
+				stale = append(stale, set.ids[k])
+			}
 		}
 	}
 	if len(stale) == 0 {
 		return 0, nil
 	}
-	n, err := scriptHeldPrune.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.Held(i)}, stale...).Int()
+	m, err := scriptHeldPrune.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.Held(i)}, stale...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("prune held devices of shard %d: %w", i, err)
 	}
-	return n, nil
+	return m, nil
 }

@@ -100,7 +100,7 @@ func TestHeldMovesOnlyUnchangedDevicesAndCountsParkedOnes(t *testing.T) {
 		t.Fatalf("parked by w1: %v %+v %v", ids, parked, err)
 	}
 	// d2's record no longer stands: pruned; d0's stays.
-	if n, err := st.PruneHeld(ctx, 0); err != nil || n != 1 {
+	if n, err := st.PruneHeld(ctx, 0, 1); err != nil || n != 1 {
 		t.Fatalf("pruned %d %v, want d2's record", n, err)
 	}
 	if _, oks, _ := st.HeldRecords(ctx, 0, []string{"d0", "d2"}); !oks[0] || oks[1] {
