@@ -15,6 +15,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/httpapi"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/redisconn"
+	"github.com/flatline-dev/flatline/maintenance"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
@@ -66,8 +67,12 @@ type App struct {
 	wakes     *scanner.Wakes
 	sweeper   *rebalance.Sweeper
 	namer     *namer.Namer
-	Ingest    *ingest.Ingest
-	HTTP      *httpapi.Server
+	// maint is the instance's view of the maintenance windows: loaded in
+	// build, before any scanner runs, so nothing a window holds fires at
+	// start.
+	maint  *maintenance.Room
+	Ingest *ingest.Ingest
+	HTTP   *httpapi.Server
 }
 
 // instanceID returns the configured id or hostname-pid-random.
@@ -120,6 +125,11 @@ func (a *App) build(ctx context.Context, hooks Hooks) error {
 		return err
 	}
 	if err := a.buildLayout(ctx); err != nil {
+		return err
+	}
+	a.maint = maintenance.New(maintenance.Options{Store: a.Store, Log: a.log,
+		Shards: func() int { return a.Watcher.Current().Shards() }})
+	if err := a.maint.Load(ctx); err != nil {
 		return err
 	}
 	if cfg.HasRole(configs.RoleScanner) {
@@ -189,6 +199,7 @@ func (a *App) buildScanners(hooks Hooks) error {
 		Store: a.Store, Dispatcher: a.publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: a.log,
 		RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
 		DrainTimeout: drainTimeout(cfg.ShutdownTimeout), Timing: a.publisher.Timing, Hooks: hooks.Scanner,
+		Maintenance: a.maint, ClassOf: a.publisher.ClassOf,
 	})
 	if err != nil {
 		return err

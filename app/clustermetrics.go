@@ -21,7 +21,8 @@ import (
 // watermarks; one ZCOUNT per shard of the down sets; and, while at most
 // inspect.DownByClassMax devices are down, one pipeline of down_count.lua
 // per shard to split them by class (more when a shard holds more than
-// shard.DownCountChunk of them).
+// shard.DownCountChunk of them); while a maintenance window is open, two
+// pipelines over the shards' held records.
 func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	l, _, err := a.Store.Layout(ctx)
 	if err != nil {
@@ -52,5 +53,26 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	if c.Down == nil {
 		c.Down = map[string]int64{metrics.DownAllClasses: down.Total}
 	}
+	if c.Held, err = a.readHeld(ctx, n); err != nil {
+		return metrics.Cluster{}, err
+	}
 	return c, nil
+}
+
+// readHeld counts the devices the open maintenance windows hold: no read
+// at all while none is open (as this instance last loaded them).
+func (a *App) readHeld(ctx context.Context, n int) (map[string]int64, error) {
+	open := a.maint.Open()
+	held := map[string]int64{"maintenance": 0}
+	if len(open) == 0 {
+		return held, nil
+	}
+	counts, err := a.Store.HeldCounts(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range open {
+		held["maintenance"] += counts[w.ID]
+	}
+	return held, nil
 }

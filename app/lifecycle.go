@@ -77,6 +77,9 @@ func (a *App) stages() []stage {
 	if a.wakes != nil {
 		shared.parts = append(shared.parts, part{"wakes", a.wakes.Run})
 	}
+	if a.maint != nil {
+		shared.parts = append(shared.parts, part{"maintenance", a.maint.Run})
+	}
 	if a.sweeper != nil {
 		shared.parts = append(shared.parts, part{"sweeper", a.sweeper.Run})
 	}
@@ -108,9 +111,9 @@ func (a *App) stages() []stage {
 		//    (recovered events) publish any more.
 		producers,
 		// 5. Last, what every other stage reads: the layout watcher, the
-		//    watermark gate, the wake-ups between instances and the
-		//    sweeper; HTTP, so /readyz and /metrics answer to the end; then
-		//    the Redis client.
+		//    watermark gate, the wake-ups between instances, the
+		//    maintenance windows and the sweeper; HTTP, so /readyz and
+		//    /metrics answer to the end; then the Redis client.
 		shared,
 	}
 }

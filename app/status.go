@@ -46,6 +46,9 @@ func (a *App) status(ctx context.Context) (any, error) {
 	if err := st.ReadDown(ctx, a.Store, a.cfg.Dispatch.RecoveryWindow, now); err != nil {
 		return nil, err
 	}
+	if err := st.ReadMaintenance(ctx, a.Store, now); err != nil {
+		return nil, err
+	}
 	st.Instance = a.id
 	rs := redisconn.ReadStatus(ctx, a.rdb, a.cfg.Redis)
 	st.Redis = &rs

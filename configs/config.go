@@ -26,6 +26,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/logging"
 	"github.com/flatline-dev/flatline/internal/redisconn"
+	"github.com/flatline-dev/flatline/maintenance"
 	"github.com/flatline-dev/flatline/rebalance"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/storm"
@@ -51,8 +52,10 @@ type Config struct {
 	Scanner  scanner.Config   `config:"scanner"`
 	Dispatch dispatch.Config  `config:"dispatch"`
 	Storm    storm.Config     `config:"storm"`
-	HTTP     httpapi.Config   `config:"http"`
-	Log      logging.Config   `config:"log"`
+	// Maintenance bounds maintenance windows (`flatline maintenance`).
+	Maintenance maintenance.Config `config:"maintenance"`
+	HTTP        httpapi.Config     `config:"http"`
+	Log         logging.Config     `config:"log"`
 
 	// Roles are the parts `flatline serve` runs: ingest, scanner (scanners
 	// and their dispatch). Default: [ingest, scanner].
@@ -79,6 +82,7 @@ func Default() Config {
 		Scanner:         scanner.DefaultConfig(),
 		Dispatch:        dispatch.DefaultConfig(),
 		Storm:           storm.DefaultConfig(),
+		Maintenance:     maintenance.DefaultConfig(),
 		HTTP:            httpapi.DefaultConfig(),
 		Log:             logging.DefaultConfig(),
 		Roles:           []string{RoleIngest, RoleScanner},
@@ -107,7 +111,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, v := range []interface{ Validate() error }{
-		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.Storm, c.HTTP, c.Log,
+		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.Storm, c.Maintenance, c.HTTP, c.Log,
 	} {
 		if err := v.Validate(); err != nil {
 			return err

@@ -31,6 +31,10 @@ type Event struct {
 	// StormID names the storm a timeout belongs to (and the storm of a
 	// storm_started or storm_ended event).
 	StormID string `json:"storm_id,omitempty"`
+	// MaintenanceID names the maintenance window a timeout's device was
+	// held by: it stayed silent past the window's end (package
+	// maintenance).
+	MaintenanceID string `json:"maintenance_id,omitempty"`
 
 	// Storm events (storm_started, storm_ended; key storm/<storm_id>),
 	// published by the storm guard (package storm).
@@ -55,7 +59,7 @@ func (e Event) appendJSON(dst []byte) []byte {
 	if e.Type == TypeRecovered {
 		return appendRecovered(dst, e.DeviceID, e.DownSinceMs, e.SeenAtMs)
 	}
-	return appendTimeout(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard, e.StormID)
+	return appendTimeout(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard, e.StormID, e.MaintenanceID)
 }
 
 // MarshalJSON makes json.Marshal produce the wire format.
@@ -73,7 +77,7 @@ func recoveredEventID(deviceID string, seenAtMs int64) string {
 
 // appendTimeout is the hot-path encoder of a timeout event: no reflection,
 // no allocation beyond growing dst.
-func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, timeoutMs int64, class string, shard int, stormID string) []byte {
+func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, timeoutMs int64, class string, shard int, stormID, maintenanceID string) []byte {
 	dst = append(dst, `{"type":"timeout","device_id":"`...)
 	dst = appendEscaped(dst, id)
 	dst = append(dst, `","last_seen_ms":`...)
@@ -94,6 +98,11 @@ func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, 
 	if stormID != "" {
 		dst = append(dst, `,"storm_id":"`...)
 		dst = appendEscaped(dst, stormID)
+		dst = append(dst, '"')
+	}
+	if maintenanceID != "" {
+		dst = append(dst, `,"maintenance_id":"`...)
+		dst = appendEscaped(dst, maintenanceID)
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"event_id":"`...)

@@ -45,7 +45,7 @@ func TestEventSpecExamples(t *testing.T) {
 	const recovered = `{"type":"recovered","device_id":"d-42","down_since_ms":1763683260123,"seen_at_ms":1763683300000,` +
 		`"down_for_ms":39877,"event_id":"d-42/1763683300000/r"}`
 
-	got := appendTimeout(nil, "d-42", 1763683200123, 1763683260123, 1763683260180, 60000, "sensor", 7, "")
+	got := appendTimeout(nil, "d-42", 1763683200123, 1763683260123, 1763683260180, 60000, "sensor", 7, "", "")
 	if string(got) != timeout {
 		t.Errorf("timeout:\n got %s\nwant %s", got, timeout)
 	}
@@ -53,7 +53,7 @@ func TestEventSpecExamples(t *testing.T) {
 	if string(got) != recovered {
 		t.Errorf("recovered:\n got %s\nwant %s", got, recovered)
 	}
-	got = appendTimeout(nil, "d-1", 1, 2, 3, 1, "", 0, "")
+	got = appendTimeout(nil, "d-1", 1, 2, 3, 1, "", 0, "", "")
 	if want := `{"type":"timeout","device_id":"d-1","last_seen_ms":1,"deadline_ms":2,"detected_at_ms":3,"timeout_ms":1,"shard":0,"event_id":"d-1/2"}`; string(got) != want {
 		t.Errorf("no class:\n got %s\nwant %s", got, want)
 	}
@@ -86,7 +86,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := appendTimeout(nil, id, 1763683200123, 1763683260123, 1763683260180, 60000, class, 4095, "")
+			got := appendTimeout(nil, id, 1763683200123, 1763683260123, 1763683260180, 60000, class, 4095, "", "")
 			if !bytes.Equal(got, want) {
 				t.Errorf("timeout %q class %q:\n got %s\nwant %s", id, class, got, want)
 			}
@@ -187,7 +187,7 @@ func TestFillTimeouts(t *testing.T) {
 	}
 	overrides := map[string]int64{"override": 4321, "unflagged-override": 1111}
 	b := &batch{}
-	p.fillTimeouts(b, 5, due, overrides, detected, "")
+	p.fillTimeouts(b, 5, due, overrides, detected, "", nil)
 
 	want := []struct {
 		timeout int64
@@ -270,7 +270,7 @@ func benchAppendTimeout(b *testing.B, id string) {
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = appendTimeout(buf[:0], id, 1763683200123, 1763683260123, 1763683260180, 60000, "sensor", 7, "")
+		buf = appendTimeout(buf[:0], id, 1763683200123, 1763683260123, 1763683260180, 60000, "sensor", 7, "", "")
 	}
 	b.SetBytes(int64(len(buf)))
 }
@@ -309,7 +309,7 @@ func BenchmarkFillTimeouts(b *testing.B) {
 				if !c.pooled {
 					bt = &batch{}
 				}
-				p.fillTimeouts(bt, 7, due, nil, now, "")
+				p.fillTimeouts(bt, 7, due, nil, now, "", nil)
 				p.putBatch(bt)
 			}
 		})

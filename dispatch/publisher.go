@@ -217,7 +217,7 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 	if p.stormID != nil {
 		stormID = p.stormID()
 	}
-	p.fillTimeouts(b, shardID, due, overrides, detectedAt, stormID)
+	p.fillTimeouts(b, shardID, due, overrides, detectedAt, stormID, nil)
 	if err := p.publish(ctx, b, TypeTimeout); err != nil {
 		return err
 	}
@@ -227,14 +227,42 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 	return nil
 }
 
-// fillTimeouts encodes the timeout events of due into b.
-func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time, stormID string) {
+// Maintained publishes the timeouts of devices a maintenance window
+// released and that stayed silent, each with its window's id
+// (windows[id]), as Timeouts does; they carry no storm_id and are not
+// counted toward storms: the silence was planned.
+func (p *Publisher) Maintained(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, windows map[string]string, detectedAt time.Time) error {
+	if len(due) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := p.getBatch()
+	p.fillTimeouts(b, shardID, due, overrides, detectedAt, "", windows)
+	return p.publish(ctx, b, TypeTimeout)
+}
+
+// ClassOf names the class score carries, "" for none.
+func (p *Publisher) ClassOf(score float64) string {
+	_, meta := shard.DecodeScore(score)
+	if cid := meta.ClassID(); cid != 0 {
+		if c, ok := p.policy.ByID(cid); ok {
+			return c.Name
+		}
+	}
+	return ""
+}
+
+// fillTimeouts encodes the timeout events of due into b; windows (nil: none)
+// holds the maintenance window of devices a window released.
+func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time, stormID string, windows map[string]string) {
 	detectedMs := detectedAt.UnixMilli()
 	b.grow(due)
 	for _, mem := range due {
 		deadlineMs, timeoutMs, className := p.resolve(mem.ID, mem.Score, overrides)
 		b.appendKey(mem.ID)
-		b.buf = appendTimeout(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID, stormID)
+		b.buf = appendTimeout(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID, stormID, windows[mem.ID])
 		b.endValue(deadlineMs)
 	}
 	b.seal(detectedAt)

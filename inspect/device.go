@@ -17,6 +17,11 @@ type Device struct {
 	TimeoutMs   int64  `json:"timeout_ms,omitempty"`
 	Class       string `json:"class,omitempty"`
 	DownSinceMs int64  `json:"down_since_ms,omitempty"`
+	// State is "maintenance" while a maintenance window holds the device
+	// (MaintenanceID names it), else "tracked", "timed_out" or
+	// "untracked".
+	State         string `json:"state"`
+	MaintenanceID string `json:"maintenance_id,omitempty"`
 }
 
 // GetDevice looks a device up under the current layout (both shards while
@@ -80,5 +85,35 @@ func GetDevice(ctx context.Context, store *shard.Store, policy *timeouts.Policy,
 			d.DownSinceMs = ms
 		}
 	}
-	return d, nil
+	return d, d.setState(ctx, store, best, l.Count)
+}
+
+// setState tells a device a maintenance window holds (parked at the
+// window's end, and not heard since) from one merely tracked or down. The
+// record is beside the device, or, after a doubling or a halving moved
+// the device, in the shard it came from.
+func (d *Device) setState(ctx context.Context, store *shard.Store, score float64, count int) error {
+	switch {
+	case d.Tracked:
+		d.State = "tracked"
+	case d.DownSinceMs > 0:
+		d.State = "timed_out"
+	default:
+		d.State = "untracked"
+	}
+	if !d.Tracked {
+		return nil
+	}
+	h := shard.Hash(d.DeviceID)
+	for _, i := range []int{d.Shard, shard.Of(h, max(count/2, 1)), shard.Of(h, min(count*2, shard.MaxShards))} {
+		recs, oks, err := store.HeldRecords(ctx, i, []string{d.DeviceID})
+		if err != nil {
+			return err
+		}
+		if oks[0] && recs[0].Stage == shard.HeldParked && recs[0].Score == score {
+			d.State, d.MaintenanceID = "maintenance", recs[0].Window
+			return nil
+		}
+	}
+	return nil
 }

@@ -26,8 +26,11 @@ type Status struct {
 	// configuration: /status and `shards status`).
 	Redis *redisconn.Status `json:"redis,omitempty"`
 	// Storm is the storm guard's state (package storm).
-	Storm  StormStatus   `json:"storm"`
-	Shards []ShardStatus `json:"shards"`
+	Storm StormStatus `json:"storm"`
+	// Maintenance lists the open maintenance windows (package
+	// maintenance), set by ReadMaintenance.
+	Maintenance []WindowStatus `json:"maintenance"`
+	Shards      []ShardStatus  `json:"shards"`
 }
 
 // StormStatus is /status's storm object: the stalled signals partitions,
@@ -143,6 +146,13 @@ func ReadStatus(ctx context.Context, store *shard.Store, now time.Time) (Status,
 		}
 	}
 	return st, nil
+}
+
+// ReadMaintenance sets st.Maintenance: the windows open at now, with how
+// many devices each holds.
+func (st *Status) ReadMaintenance(ctx context.Context, store *shard.Store, now time.Time) (err error) {
+	st.Maintenance, err = Maintenance(ctx, store, false, now)
+	return err
 }
 
 // ReadDown sets st.Down: the devices of st's shards that timed out within

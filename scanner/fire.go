@@ -52,7 +52,7 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 			sc.wake()
 		}
 	}()
-	fire, overrides, moved, err := sc.firing(ctx, batch)
+	fire, overrides, windows, moved, err := sc.firing(ctx, batch)
 	if err != nil {
 		s.opts.Metrics.ScanErrors.Inc()
 		return // stays in the shard; the next pass retries
@@ -60,7 +60,7 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 	if len(fire) == 0 {
 		return
 	}
-	if err := s.opts.Dispatcher.Timeouts(ctx, sc.id, fire, overrides, detectedAt); err != nil {
+	if err := sc.publish(ctx, fire, overrides, windows, detectedAt); err != nil {
 		return // shutting down: the members stay for the next owner
 	}
 	if h := s.opts.Hooks.BeforeRemove; h != nil {
@@ -75,20 +75,25 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 }
 
 // firing returns the members of batch that fire and their override
-// timeouts: not the replays (dropReplays), nor those a hold kept, which
-// are given a new deadline instead (reenter; moved says there were some).
-func (sc *shardScanner) firing(ctx context.Context, batch []shard.Member) (fire []shard.Member, overrides map[string]int64, moved bool, err error) {
+// timeouts: not the replays (dropReplays), nor those a hold or a
+// maintenance window kept, which are given a new deadline instead
+// (reenter, maintain; moved says there were some). windows holds the
+// maintenance window of the members a window released.
+func (sc *shardScanner) firing(ctx context.Context, batch []shard.Member) (fire []shard.Member, overrides map[string]int64, windows map[string]string, moved bool, err error) {
 	if fire, err = sc.dropReplays(ctx, batch); err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, false, err
 	}
 	if overrides, err = sc.s.opts.Store.OverridesOf(ctx, sc.id, fire); err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, false, err
 	}
 	n := len(fire)
 	if fire, err = sc.reenter(ctx, fire, overrides); err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, false, err
 	}
-	return fire, overrides, len(fire) < n, nil
+	if fire, windows, err = sc.maintain(ctx, fire, overrides); err != nil {
+		return nil, nil, nil, false, err
+	}
+	return fire, overrides, windows, len(fire) < n, nil
 }
 
 // remove takes the acknowledged members fire out of the shard, each only if

@@ -24,6 +24,10 @@ type Dispatcher interface {
 	// their timeout was being published (see shard.Store.Fired);
 	// overrides holds the per-device timeouts of their current scores.
 	Raced(ctx context.Context, shardID int, raced []shard.Raced, overrides map[string]int64) error
+	// Maintained publishes the timeouts of devices a maintenance window
+	// released and that stayed silent, each carrying its window's id
+	// (windows[id]); they do not count toward storms.
+	Maintained(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, windows map[string]string, detectedAt time.Time) error
 }
 
 // defaultMinDownMemory is how long a fired device is remembered as down even
@@ -76,7 +80,13 @@ type Options struct {
 	// padding) and its timeout, in Unix ms and ms: what dispatch reports.
 	// The storm guard's re-entry needs it (reenter.go); nil turns it off.
 	Timing func(id string, score float64, overrides map[string]int64) (deadlineMs, timeoutMs int64)
-	Hooks  Hooks
+	// Maintenance says which due devices a maintenance window holds
+	// (maintain.go); nil, or a nil Timing, turns holding off.
+	Maintenance Maintenance
+	// ClassOf names the class a score carries ("" for none), for windows
+	// that match a class.
+	ClassOf func(score float64) string
+	Hooks   Hooks
 }
 
 // defaultDrainTimeout is the drain bound of a Scanner without DrainTimeout:

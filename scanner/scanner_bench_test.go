@@ -26,6 +26,11 @@ func (d *countingDispatcher) Raced(context.Context, int, []shard.Raced, map[stri
 	return nil
 }
 
+func (d *countingDispatcher) Maintained(_ context.Context, _ int, due []shard.Member, _ map[string]int64, _ map[string]string, _ time.Time) error {
+	d.n.Add(int64(len(due)))
+	return nil
+}
+
 type fixedLayout struct{ l shard.Layout }
 
 func (f fixedLayout) Current() shard.Layout { return f.l }

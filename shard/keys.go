@@ -90,3 +90,31 @@ func (k Keys) layoutSeen() string { return k.prefix + ":layout_seen" }
 // migration is the HASH of the running migration's progress, written by the
 // sweeper: {epoch, misplaced, moved, total, updated_ms}.
 func (k Keys) migration() string { return k.prefix + ":migration" }
+
+// maintenanceKey builds the keys of maintenance windows. They share the
+// hash tag {maintenance}, so the scripts that start and end a window change
+// them together in one Redis Cluster slot.
+func (k Keys) maintenanceKey(name string) string { return k.prefix + ":{maintenance}:" + name }
+
+// windows is the HASH window id -> the window as JSON (WindowRecord, without
+// its end): every window started and not yet pruned, open or ended.
+func (k Keys) windows() string { return k.maintenanceKey("windows") }
+
+// windowEnds is the ZSET of windows: member = window id, score = the Unix
+// ms it ends (its until_ms, or when `maintenance end` ended it): open
+// windows are the members scored after now.
+func (k Keys) windowEnds() string { return k.maintenanceKey("ends") }
+
+// windowsEnded is the HASH window id -> ended_at_ms of the windows ended
+// early by `maintenance end`.
+func (k Keys) windowsEnded() string { return k.maintenanceKey("ended") }
+
+// windowsVersion is the STRING counter every start and end increments:
+// instances poll it and reload the windows only when it moved.
+func (k Keys) windowsVersion() string { return k.maintenanceKey("version") }
+
+// Held is shard i's HASH of devices a maintenance window moved: device id
+// -> "<stage>|<score>|<timeout ms>|<window id>" (see HeldRecord). A record
+// counts only while the device's score is still the one it names: a
+// heartbeat since then moved the device on, and the record is stale.
+func (k Keys) Held(i int) string { return k.shardKey(i, "held") }

@@ -63,6 +63,10 @@ func (o *deviceGetOptions) run(ctx context.Context, r *rootOptions, id string, o
 	fmt.Fprintf(out, "device:   %s\n", d.DeviceID)
 	fmt.Fprintf(out, "tracked:  %v\n", d.Tracked)
 	fmt.Fprintf(out, "shard:    %d\n", d.Shard)
+	fmt.Fprintf(out, "state:    %s\n", d.State)
+	if d.MaintenanceID != "" {
+		fmt.Fprintf(out, "maintenance: %s\n", d.MaintenanceID)
+	}
 	if d.Tracked {
 		fmt.Fprintf(out, "deadline: %s (in %s)\n", fmtMs(d.DeadlineMs), time.Until(time.UnixMilli(d.DeadlineMs)).Round(time.Millisecond))
 		fmt.Fprintf(out, "timeout:  %s\n", time.Duration(d.TimeoutMs)*time.Millisecond)

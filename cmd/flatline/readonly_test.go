@@ -106,6 +106,9 @@ func TestReadCommandsNeverWriteToRedis(t *testing.T) {
 		env = append(env, kv)
 	}
 	addr := strings.TrimPrefix(f.env[0], "FLATLINE_REDIS_ADDRS=")
+	// An open maintenance window holding d-1: status, list and device get
+	// read its records too.
+	holdByWindow(t, f, "d-1")
 
 	for _, args := range [][]string{
 		{"device", "get", "d-1"},
@@ -116,6 +119,8 @@ func TestReadCommandsNeverWriteToRedis(t *testing.T) {
 		{"devices", "down"},
 		{"devices", "down", "--class", "cam", "-o", "json"},
 		{"config", "print"},
+		{"maintenance", "list", "--all", "-o", "json"},
+		{"maintenance", "list"},
 	} {
 		before := snapshot(t, f.rdb)
 		stop := monitor(t, addr, f.rdb)

@@ -68,6 +68,9 @@ func (o *statusOptions) run(ctx context.Context, r *rootOptions, out io.Writer) 
 	if err := st.ReadDown(ctx, store, cfg.Dispatch.RecoveryWindow, now); err != nil {
 		return err
 	}
+	if err := st.ReadMaintenance(ctx, store, now); err != nil {
+		return err
+	}
 	if o.output.JSON() {
 		return writeJSON(out, st)
 	}
@@ -172,6 +175,13 @@ func printStatus(w io.Writer, st inspect.Status) {
 	}
 	fmt.Fprintf(w, "tracked devices: %d\n", st.Tracked)
 	fmt.Fprintf(w, "devices down: %d (timed out within dispatch.recovery_window)\n", st.Down)
+	if len(st.Maintenance) > 0 {
+		var held int64
+		for _, mw := range st.Maintenance {
+			held += mw.Held
+		}
+		fmt.Fprintf(w, "maintenance windows open: %d, devices held: %d (flatline maintenance list)\n", len(st.Maintenance), held)
+	}
 	if st.Partitions > 0 {
 		fmt.Fprintf(w, "watermark: %s (lag %s over %d partitions)\n",
 			time.UnixMilli(st.WatermarkMs).UTC().Format("15:04:05.000"), time.Duration(st.WatermarkLagMs)*time.Millisecond, st.Partitions)
