@@ -74,7 +74,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 1m) each
 # BENCH_COUNT repeats them (6 for benchstat), BENCH_ARGS goes to flatline-bench
 # (e.g. BENCH_ARGS='-scale 0.5 -cpuprofile /tmp/fl'; see bin/flatline-bench -h).
 bench: BENCH_COUNT ?= 1
-bench: MICRO_PKGS ?= ./shard ./scanner ./ingest ./decode
+bench: MICRO_PKGS ?= ./shard ./scanner ./ingest ./decode ./maintenance
 bench: ## end-to-end benchmark: table + bench/results/<run>.json (BENCH, BENCH_COUNT, BENCH_ARGS)
 	$(GO) build -o bin/flatline-bench ./bench/cmd/flatline-bench
 	cd bench/peers && $(GO) build -o ../../bin/flatline-bench-peers .

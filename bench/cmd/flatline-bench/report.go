@@ -30,16 +30,19 @@ type Result struct {
 	Lateness *LatenessResult `json:"lateness,omitempty"`
 	// LatenessSparse is scenario 2 again under a trickle of resets: most
 	// fetches of the signals topic come back empty.
-	LatenessSparse *LatenessResult   `json:"lateness_sparse,omitempty"`
-	Mass           *MassResult       `json:"mass_expiry,omitempty"`
-	ShardCost      *ShardCostResult  `json:"shard_cost,omitempty"`
-	StormCost      *StormCostResult  `json:"storm_cost,omitempty"`
-	Memory         *MemoryResult     `json:"memory,omitempty"`
-	Peers          *PeersResult      `json:"peers,omitempty"`
-	Micro          []MicroResult     `json:"micro,omitempty"`
-	Errors         map[string]string `json:"errors,omitempty"`
-	Table          []Row             `json:"table"`
-	Profiles       []string          `json:"cpu_profiles,omitempty"`
+	LatenessSparse *LatenessResult  `json:"lateness_sparse,omitempty"`
+	Mass           *MassResult      `json:"mass_expiry,omitempty"`
+	ShardCost      *ShardCostResult `json:"shard_cost,omitempty"`
+	StormCost      *StormCostResult `json:"storm_cost,omitempty"`
+	// MaintenanceCost: exact ingest with 10,000 maintenance windows open
+	// and with none.
+	MaintenanceCost *MaintenanceCostResult `json:"maintenance_cost,omitempty"`
+	Memory          *MemoryResult          `json:"memory,omitempty"`
+	Peers           *PeersResult           `json:"peers,omitempty"`
+	Micro           []MicroResult          `json:"micro,omitempty"`
+	Errors          map[string]string      `json:"errors,omitempty"`
+	Table           []Row                  `json:"table"`
+	Profiles        []string               `json:"cpu_profiles,omitempty"`
 }
 
 // Row is one line of the table.
@@ -240,20 +243,14 @@ func (r *Result) buildTable() {
 	}
 	if c := r.StormCost; c != nil {
 		sc := "9 storm cost"
-		each := func(v []float64) string {
-			out := ""
-			for k, x := range v {
-				if k > 0 {
-					out += ", "
-				}
-				out += num(x)
-			}
-			return out
-		}
-		add(sc, fmt.Sprintf("exact ingest, guard on / off (hb/s on: %s; off: %s)", each(c.IngestOn), each(c.IngestOff)),
+		add(sc, fmt.Sprintf("exact ingest, guard on / off (hb/s on: %s; off: %s)", list(c.IngestOn), list(c.IngestOff)),
 			fmt.Sprintf("%.3f ×", c.RatioIngest), fmt.Sprintf("≥ %.2f ×", stormCostTarget), check(c.RatioIngest >= stormCostTarget))
-		add(sc, fmt.Sprintf("mass expiry, guard on / off (events/s on: %s; off: %s)", each(c.MassOn), each(c.MassOff)),
+		add(sc, fmt.Sprintf("mass expiry, guard on / off (events/s on: %s; off: %s)", list(c.MassOn), list(c.MassOff)),
 			fmt.Sprintf("%.3f ×", c.RatioMass), fmt.Sprintf("≥ %.2f ×", stormCostTarget), check(c.RatioMass >= stormCostTarget))
+	}
+	if c := r.MaintenanceCost; c != nil {
+		add("10 maintenance cost", fmt.Sprintf("exact ingest, %s windows open / none (hb/s open: %s; none: %s)", num(float64(c.Windows)), list(c.Open), list(c.None)),
+			fmt.Sprintf("%.3f ×", c.Ratio), fmt.Sprintf("≥ %.2f ×", maintCostTarget), check(c.Ratio >= maintCostTarget))
 	}
 	if c := r.ShardCost; c != nil && len(c.Runs) > 1 {
 		sc := "8 shard cost"
@@ -417,4 +414,16 @@ func topLine(top []RedisCommand, units float64) string {
 		each = append(each, fmt.Sprintf("%s %.2f", c.Command, c.Seconds*1e6/units))
 	}
 	return "; commandstats µs per unit: " + strings.Join(each, ", ")
+}
+
+// list is v's figures, comma-separated.
+func list(v []float64) string {
+	out := ""
+	for k, x := range v {
+		if k > 0 {
+			out += ", "
+		}
+		out += num(x)
+	}
+	return out
 }

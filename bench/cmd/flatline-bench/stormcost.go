@@ -75,34 +75,42 @@ func runStormCost(ctx context.Context, o *options) (*StormCostResult, error) {
 }
 
 // guardPairs measures pairs times (at least once) with the guard on (the
-// default storm.max_hold) and off (storm.max_hold 0), one after the other,
-// so that a drift of the machine weighs on both alike, and in turns (on
-// first in even pairs, off first in odd ones), so that whatever the first
-// run after a pause pays does not fall on one side only; measure's k is the
-// pair. It returns the figures of each.
+// default storm.max_hold) and off (storm.max_hold 0) in turns (see
+// inTurns); measure's k is the pair. It returns the figures of each.
 func guardPairs(pairs int, measure func(k int, guard string, settings map[string]string) (float64, error)) (on, off []float64, err error) {
 	settings := map[string]map[string]string{
 		"on":  {"storm.max_hold": "5m"},
 		"off": {"storm.max_hold": "0s"},
 	}
+	return inTurns(pairs, "on", "off", func(k int, side string) (float64, error) {
+		return measure(k, side, settings[side])
+	})
+}
+
+// inTurns measures pairs times (at least once) side a and side b, one after
+// the other, so that a drift of the machine weighs on both alike, and in
+// turns (a first in even pairs, b first in odd ones), so that whatever the
+// first run after a pause pays does not fall on one side only. It returns
+// the figures of each side.
+func inTurns(pairs int, a, b string, measure func(k int, side string) (float64, error)) (as, bs []float64, err error) {
 	for k := 0; k < max(1, pairs); k++ {
-		order := []string{"on", "off"}
+		order := []string{a, b}
 		if k%2 == 1 {
-			order = []string{"off", "on"}
+			order = []string{b, a}
 		}
-		for _, guard := range order {
-			v, err := measure(k, guard, settings[guard])
+		for _, side := range order {
+			v, err := measure(k, side)
 			if err != nil {
 				return nil, nil, err
 			}
-			if guard == "on" {
-				on = append(on, v)
+			if side == a {
+				as = append(as, v)
 			} else {
-				off = append(off, v)
+				bs = append(bs, v)
 			}
 		}
 	}
-	return on, off, nil
+	return as, bs, nil
 }
 
 func median(v []float64) float64 {

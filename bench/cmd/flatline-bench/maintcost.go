@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flatline-dev/flatline/bench/internal/sample"
+	"github.com/flatline-dev/flatline/shard"
+)
+
+// MaintenanceCostResult is what open maintenance windows cost heartbeats
+// (SPEC §15: matching happens when a deadline passes, never per
+// heartbeat): exact ingest of the same backlog with maintWindows windows
+// open and with none, alternately, in the same run of the bench.
+type MaintenanceCostResult struct {
+	Windows int       `json:"windows"`
+	Open    []float64 `json:"ingest_windows_open_heartbeats_per_second"`
+	None    []float64 `json:"ingest_no_windows_heartbeats_per_second"`
+	// Ratio is median(Open) / median(None): 1 is no cost.
+	Ratio float64 `json:"ratio_ingest"`
+}
+
+const (
+	// maintWindows is the most windows SPEC §15 lets be open at once.
+	maintWindows = 10_000
+	// maintCostTarget: open windows cost heartbeats at most 5 %.
+	maintCostTarget = 0.95
+)
+
+func runMaintenanceCost(ctx context.Context, o *options) (*MaintenanceCostResult, error) {
+	res := &MaintenanceCostResult{Windows: maintWindows}
+	infra, err := startInfra(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer infra.stop()
+	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
+	heartbeats := rounds * o.ingestDevices
+	ids := sample.DeviceIDs("dev-", o.ingestDevices)
+	status("maintenance-cost: preloading %d heartbeats of %d devices", heartbeats, o.ingestDevices)
+	ends, err := preload(ctx, infra.brokers, infra.kc.SignalsTopic, ids, rounds, time.Now().Add(-time.Duration(rounds)*time.Second), time.Second)
+	if err != nil {
+		return nil, err
+	}
+	// A whole instance, so that its scanners load and follow the windows
+	// while it ingests (an instance of the ingest role alone never reads
+	// them).
+	settings := map[string]string{"roles": "ingest,scanner"}
+	res.Open, res.None, err = inTurns(o.stormPairs, "open", "no", func(k int, side string) (float64, error) {
+		if err := infra.rp.rdb.FlushAll(ctx).Err(); err != nil {
+			return 0, err
+		}
+		if side == "open" {
+			if err := openWindows(ctx, infra.st, maintWindows); err != nil {
+				return 0, err
+			}
+		}
+		run, err := ingestOnce(ctx, o, infra.brokers, infra.rp, infra.st, ends, heartbeats, fmt.Sprintf("maintenance-%s-%d", side, k+1), settings)
+		if err != nil {
+			return 0, err
+		}
+		status("maintenance-cost: exact ingest, %s windows: %.0f heartbeats/s", side, run.HeartbeatsPerSecond)
+		return run.HeartbeatsPerSecond, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Ratio = median(res.Open) / median(res.None)
+	return res, nil
+}
+
+// openWindows opens n windows for an hour, as `flatline maintenance start`
+// stores them, matching none of the fleet's devices: a third by prefix, a
+// third by class, a third by a list of ten device ids.
+func openWindows(ctx context.Context, st *shard.Store, n int) error {
+	now := time.Now().UnixMilli()
+	for k := range n {
+		w := shard.Window{ID: fmt.Sprintf("bench-%05d", k), FromMs: now, UntilMs: now + time.Hour.Milliseconds(), Reason: "bench"}
+		switch k % 3 {
+		case 0:
+			w.Match.Prefix = fmt.Sprintf("site-%05d/", k)
+		case 1:
+			w.Match.Class = fmt.Sprintf("class-%05d", k)
+		default:
+			for d := range 10 {
+				w.Match.Devices = append(w.Match.Devices, fmt.Sprintf("gone-%05d-%d", k, d))
+			}
+		}
+		if _, err := st.StartWindow(ctx, w, n, now, now); err != nil {
+			return fmt.Errorf("open window %d: %w", k, err)
+		}
+	}
+	return nil
+}
