@@ -121,23 +121,10 @@ func newMaintenanceListCmd(r *rootOptions) *cobra.Command {
 		Short: "List the open maintenance windows and how many devices each holds",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.output.Validate(); err != nil {
-				return err
-			}
-			_, store, closeStore, err := r.connectReader(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			ws, err := inspect.Maintenance(cmd.Context(), store, o.all, time.Now())
-			if err != nil {
-				return err
-			}
-			if o.output.JSON() {
-				return writeJSON(cmd.OutOrStdout(), ws)
-			}
-			printWindows(cmd.OutOrStdout(), ws)
-			return nil
+			return r.show(cmd, o.output, func(store *shard.Store) (any, func(io.Writer), error) {
+				ws, err := inspect.Maintenance(cmd.Context(), store, o.all, time.Now())
+				return ws, func(out io.Writer) { printWindows(out, ws) }, err
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&o.all, "all", false, "add the ended windows still kept, with ended_at_ms")

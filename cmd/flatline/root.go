@@ -59,6 +59,29 @@ func (r *rootOptions) connectReader(ctx context.Context) (*configs.Config, *shar
 	return r.open(ctx, app.ConnectReader)
 }
 
+// show is the body of a command that reads Redis and shows what it read:
+// read returns it as /status or -o json shows it, and how to print it for
+// people.
+func (r *rootOptions) show(cmd *cobra.Command, output outputOptions, read func(*shard.Store) (any, func(io.Writer), error)) error {
+	if err := output.Validate(); err != nil {
+		return err
+	}
+	_, store, closeStore, err := r.connectReader(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	v, print, err := read(store)
+	if err != nil {
+		return err
+	}
+	if output.JSON() {
+		return writeJSON(cmd.OutOrStdout(), v)
+	}
+	print(cmd.OutOrStdout())
+	return nil
+}
+
 // readDevices is connectReader for the commands that read devices: they
 // also need the timeout policy (class names and timeouts), read from the
 // class registry without registering anything.

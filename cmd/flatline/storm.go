@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flatline-dev/flatline/inspect"
+	"github.com/flatline-dev/flatline/shard"
 	"github.com/flatline-dev/flatline/storm"
 )
 
@@ -36,24 +37,11 @@ func newStormStatusCmd(r *rootOptions) *cobra.Command {
 		Short: "Show the stalled signals partitions, the hold and the storm being named",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.output.Validate(); err != nil {
-				return err
-			}
-			_, store, closeStore, err := r.connectReader(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeStore()
-			gs, err := store.ReadGate(cmd.Context())
-			if err != nil {
-				return err
-			}
-			st := inspect.NewStormStatus(gs)
-			if o.output.JSON() {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			printStorm(cmd.OutOrStdout(), st, time.Now())
-			return nil
+			return r.show(cmd, o.output, func(store *shard.Store) (any, func(io.Writer), error) {
+				gs, err := store.ReadGate(cmd.Context())
+				st := inspect.NewStormStatus(gs)
+				return st, func(out io.Writer) { printStorm(out, st, time.Now()) }, err
+			})
 		},
 	}
 	o.output.register(cmd, false) // json: /status's storm object
