@@ -40,9 +40,11 @@ var (
 	scriptStallExpire = loadScript("stall_expire")
 	scriptStormName   = loadScript("storm_name")
 	scriptReenter     = loadScript("reenter")
+	scriptRescore     = loadScript("rescore")
+	scriptOrphanRet   = loadScript("orphan_return")
 	allScripts        = []*redis.Script{scriptDownClr, scriptDownCnt, scriptFired, scriptRemoveIf, scriptForget,
 		scriptWMRaise, scriptClasses, scriptRenew, scriptRenewMany, scriptRelease, scriptLayout,
-		scriptStallMark, scriptStallEnd, scriptStallExpire, scriptStormName, scriptReenter}
+		scriptStallMark, scriptStallEnd, scriptStallExpire, scriptStormName, scriptReenter, scriptRescore, scriptOrphanRet}
 )
 
 // Store is flatline's Redis store. It is safe for concurrent use.

@@ -1,0 +1,425 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// kinHead is the head of a shard batch's parent commands: command, key.
+const kinHead = 2
+
+// SetParent records a parent change of device id, in shard i: parent, in
+// shard pi, is its gateway now; "" removes it. Ingest calls it only when a
+// device's parent changed, so a fleet without parents sends nothing more.
+func (b *Batch) SetParent(i int, id, parent string, pi int) {
+	sb := b.shard(i)
+	if parent == "" {
+		if len(sb.unparents) == 0 {
+			sb.unparents = append(sb.unparents, nil, nil)
+		}
+		sb.unparents = append(sb.unparents, id)
+		return
+	}
+	if len(sb.parents) == 0 {
+		sb.parents = append(sb.parents, nil, nil)
+	}
+	sb.parents = append(sb.parents, id, parent)
+	pb := b.shard(pi)
+	if len(pb.named) == 0 {
+		pb.named = append(pb.named, nil, nil)
+	}
+	pb.named = append(pb.named, parent)
+}
+
+// writeKin queues shard i's parent changes of the batch in p.
+func (s *Store) writeKin(ctx context.Context, p redis.Pipeliner, i int, sb *shardBatch) {
+	if len(sb.parents) > 0 {
+		sb.parents[0], sb.parents[1] = "hset", s.keys.Parents(i)
+		p.Do(ctx, sb.parents...)
+	}
+	if len(sb.unparents) > 0 {
+		sb.unparents[0], sb.unparents[1] = "hdel", s.keys.Parents(i)
+		p.Do(ctx, sb.unparents...)
+	}
+	if len(sb.named) > 0 {
+		sb.named[0], sb.named[1] = "sadd", s.keys.gateways(i)
+		p.Do(ctx, sb.named...)
+	}
+}
+
+// Wait is a child's hold (see Keys.holds): re-entered at score At to wait
+// for its parent, its deadline was Orig's.
+type Wait struct {
+	Orig, At float64
+}
+
+// Kin is what the firing of a device needs to know of its family.
+type Kin struct {
+	// Parent is the device's gateway, "" when it has none.
+	Parent string
+	// Named says some child named the device as its parent.
+	Named bool
+	// Wait is the device's hold, if it has one (Held).
+	Wait Wait
+	Held bool
+}
+
+// KinOf returns the kin of members ms of shard i, in one round trip. While
+// the layout migrates, other[k] (when ≥ 0 and not i) is the other shard of
+// ms[k], where its parent and gateway entries may still be. any says some
+// member has kin: a fleet without parents finds none.
+func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin []Kin, any bool, err error) {
+	ids := make([]string, len(ms))
+	for k, m := range ms {
+		ids[k] = m.ID
+	}
+	var parents, holds *redis.SliceCmd
+	var named *redis.BoolSliceCmd
+	var elsewhere []*redis.StringCmd
+	var namedElsewhere []*redis.BoolCmd
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		parents = p.HMGet(ctx, s.keys.Parents(i), ids...)
+		named = p.SMIsMember(ctx, s.keys.gateways(i), toAny(ids)...)
+		holds = p.HMGet(ctx, s.keys.holds(i), ids...)
+		for k := range other {
+			if o := other[k]; o >= 0 && o != i {
+				elsewhere = append(elsewhere, p.HGet(ctx, s.keys.Parents(o), ids[k]))
+				namedElsewhere = append(namedElsewhere, p.SIsMember(ctx, s.keys.gateways(o), ids[k]))
+			} else {
+				elsewhere, namedElsewhere = append(elsewhere, nil), append(namedElsewhere, nil)
+			}
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return nil, false, fmt.Errorf("read kin in shard %d: %w", i, err)
+	}
+	kin = make([]Kin, len(ms))
+	for k := range ms {
+		kn := &kin[k]
+		kn.Parent, _ = parents.Val()[k].(string)
+		kn.Named = named.Val()[k]
+		if k < len(elsewhere) && elsewhere[k] != nil {
+			if kn.Parent == "" {
+				kn.Parent = elsewhere[k].Val()
+			}
+			kn.Named = kn.Named || namedElsewhere[k].Val()
+		}
+		if h, ok := holds.Val()[k].(string); ok {
+			kn.Wait, kn.Held = parseWait(h)
+		}
+		any = any || kn.Parent != "" || kn.Named || kn.Held
+	}
+	return kin, any, nil
+}
+
+func toAny(ids []string) []any {
+	out := make([]any, len(ids))
+	for k, id := range ids {
+		out[k] = id
+	}
+	return out
+}
+
+func parseWait(v string) (Wait, bool) {
+	a, b, ok := strings.Cut(v, ":")
+	if !ok {
+		return Wait{}, false
+	}
+	orig, err1 := strconv.ParseFloat(a, 64)
+	at, err2 := strconv.ParseFloat(b, 64)
+	return Wait{Orig: orig, At: at}, err1 == nil && err2 == nil
+}
+
+func formatWait(h Wait) string {
+	return strconv.FormatInt(int64(h.Orig), 10) + ":" + strconv.FormatInt(int64(h.At), 10)
+}
+
+// ParentState is what the shards hold of a parent: its live deadline score
+// (and its override timeout, 0 when none) and the score of a timeout it
+// fired.
+type ParentState struct {
+	Live, Down       float64
+	HasLive, HasDown bool
+	Override         int64
+}
+
+// ParentStates returns what shards[k] (the parent's shard, and while the
+// layout migrates its other one) hold of parent ids[k], in one round trip:
+// the later live copy and the later down entry. A parent's shard may be
+// another Redis Cluster node than its child's: plain commands, no script.
+func (s *Store) ParentStates(ctx context.Context, ids []string, shards [][]int) ([]ParentState, error) {
+	type read struct {
+		live, down *redis.FloatCmd
+		over       *redis.StringCmd
+	}
+	reads := make([][]read, len(ids))
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, id := range ids {
+			for _, i := range shards[k] {
+				reads[k] = append(reads[k], read{p.ZScore(ctx, s.keys.Deadlines(i), id),
+					p.ZScore(ctx, s.keys.Down(i), id), p.HGet(ctx, s.keys.Overrides(i), id)})
+			}
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return nil, fmt.Errorf("read parents: %w", err)
+	}
+	out := make([]ParentState, len(ids))
+	for k := range ids {
+		st := &out[k]
+		for _, r := range reads[k] {
+			if v, err := r.live.Result(); err == nil && (!st.HasLive || v > st.Live) {
+				st.Live, st.HasLive = v, true
+				st.Override, _ = strconv.ParseInt(r.over.Val(), 10, 64)
+			}
+			if v, err := r.down.Result(); err == nil && (!st.HasDown || v > st.Down) {
+				st.Down, st.HasDown = v, true
+			}
+		}
+	}
+	return out, nil
+}
+
+// Rescore gives members of shard i a new score, each only if its score is
+// unchanged (a heartbeat that came meanwhile moved it on, ZADD GT, and it
+// stays as it is), and sets or ends their hold: holds[k] nil ends the
+// member's hold, else it is held. It returns which members it changed.
+func (s *Store) Rescore(ctx context.Context, i int, ms []Member, to []float64, holds []*Wait) ([]bool, error) {
+	args := make([]any, 0, 4*len(ms))
+	for k, m := range ms {
+		h := ""
+		if holds[k] != nil {
+			h = formatWait(*holds[k])
+		}
+		args = append(args, m.ID, int64(m.Score), int64(to[k]), h)
+	}
+	vals, err := scriptRescore.Run(ctx, s.rdb, []string{s.keys.Deadlines(i), s.keys.holds(i)}, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("rescore in shard %d: %w", i, err)
+	}
+	out := make([]bool, len(ms))
+	for k := range out {
+		out[k] = k < len(vals) && vals[k] == 1
+	}
+	return out, nil
+}
+
+// AddOrphans remembers, per parent, children held or reported unreachable
+// while it is silent, with their timeouts (ms).
+func (s *Store) AddOrphans(ctx context.Context, byParent map[string][]any) error {
+	if len(byParent) == 0 {
+		return nil
+	}
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for parent, pairs := range byParent {
+			p.HSet(ctx, s.keys.orphans(parent), pairs...)
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return fmt.Errorf("remember orphans: %w", err)
+	}
+	return nil
+}
+
+// DropOrphans forgets children no longer waiting for their parent.
+func (s *Store) DropOrphans(ctx context.Context, byParent map[string][]string) error {
+	if len(byParent) == 0 {
+		return nil
+	}
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for parent, ids := range byParent {
+			p.HDel(ctx, s.keys.orphans(parent), ids...)
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return fmt.Errorf("forget orphans: %w", err)
+	}
+	return nil
+}
+
+// ChildrenHeld returns how many children wait for each of parents.
+func (s *Store) ChildrenHeld(ctx context.Context, parents []string) ([]int64, error) {
+	out := make([]int64, len(parents))
+	if len(parents) == 0 {
+		return out, nil
+	}
+	lens := make([]*redis.IntCmd, len(parents))
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, parent := range parents {
+			lens[k] = p.HLen(ctx, s.keys.orphans(parent))
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return nil, fmt.Errorf("count held children: %w", err)
+	}
+	for k, c := range lens {
+		out[k] = c.Val()
+	}
+	return out, nil
+}
+
+// Orphan is a child waiting for its parent, with its timeout (ms).
+type Orphan struct {
+	ID        string
+	TimeoutMs int64
+}
+
+// Orphans returns the children waiting for parent.
+func (s *Store) Orphans(ctx context.Context, parent string) ([]Orphan, error) {
+	m, err := s.rdb.HGetAll(ctx, s.keys.orphans(parent)).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read orphans of %s: %w", parent, err)
+	}
+	out := make([]Orphan, 0, len(m))
+	for id, v := range m {
+		ms, _ := strconv.ParseInt(v, 10, 64)
+		out = append(out, Orphan{ID: id, TimeoutMs: ms})
+	}
+	return out, nil
+}
+
+// IsOrphan reports whether child waits for parent (held or unreachable).
+func (s *Store) IsOrphan(ctx context.Context, parent, child string) (bool, error) {
+	ok, err := s.rdb.HExists(ctx, s.keys.orphans(parent), child).Result()
+	if err != nil {
+		return false, fmt.Errorf("read orphans of %s: %w", parent, err)
+	}
+	return ok, nil
+}
+
+// Return is a device back after its timeout at SeenAtMs: a parent whose
+// orphans get their own timeout again from then.
+type Return struct {
+	ID       string
+	SeenAtMs int64
+}
+
+// ReturnOrphans gives the children reported unreachable while a parent of
+// back was down their own timeout again from the parent's return (a child
+// that already beat again is left as it is), then forgets them all, in two
+// round trips. A child comes back into its home shard under l, and while
+// l migrates its previous one too: only where it is down.
+func (s *Store) ReturnOrphans(ctx context.Context, l Layout, back []Return) (int, error) {
+	if len(back) == 0 {
+		return 0, nil
+	}
+	all := make([]*redis.MapStringStringCmd, len(back))
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, r := range back {
+			all[k] = p.HGetAll(ctx, s.keys.orphans(r.ID))
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return 0, fmt.Errorf("read orphans: %w", err)
+	}
+	var returned []*redis.Cmd
+	cmds, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, r := range back {
+			for id, v := range all[k].Val() {
+				tmo, _ := strconv.ParseInt(v, 10, 64)
+				base := Score(r.SeenAtMs+tmo, 0)
+				h := Hash(id)
+				shards := []int{l.ShardOf(h)}
+				if prev, moved := l.PreviousOf(h); moved {
+					shards = append(shards, prev)
+				}
+				for _, i := range shards {
+					returned = append(returned, scriptOrphanRet.Run(ctx, p,
+						[]string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, id, int64(base), tmo))
+				}
+			}
+			if len(all[k].Val()) > 0 {
+				p.Del(ctx, s.keys.orphans(r.ID))
+			}
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return 0, fmt.Errorf("return orphans: %w", err)
+	}
+	n := 0
+	for _, c := range returned {
+		if v, _ := c.Int64(); v == 1 {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// MoveKin moves the parent, gateway and hold entries of ids from shard
+// from to shard to (a migration's sweep), copying before it deletes: a
+// reader in between finds them in either (KinOf looks in both).
+func (s *Store) MoveKin(ctx context.Context, from, to int, ids []string) error {
+	if len(ids) == 0 || from == to {
+		return nil
+	}
+	var parents, holds *redis.SliceCmd
+	var named *redis.BoolSliceCmd
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		parents = p.HMGet(ctx, s.keys.Parents(from), ids...)
+		named = p.SMIsMember(ctx, s.keys.gateways(from), toAny(ids)...)
+		holds = p.HMGet(ctx, s.keys.holds(from), ids...)
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return fmt.Errorf("read kin of shard %d: %w", from, err)
+	}
+	var ps, hs, gs []any
+	var psIDs, hsIDs, gsIDs []string
+	for k, id := range ids {
+		if v, ok := parents.Val()[k].(string); ok {
+			ps, psIDs = append(ps, id, v), append(psIDs, id)
+		}
+		if v, ok := holds.Val()[k].(string); ok {
+			hs, hsIDs = append(hs, id, v), append(hsIDs, id)
+		}
+		if named.Val()[k] {
+			gs, gsIDs = append(gs, id), append(gsIDs, id)
+		}
+	}
+	if len(ps)+len(hs)+len(gs) == 0 {
+		return nil
+	}
+	cmds, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if len(ps) > 0 {
+			p.HSet(ctx, s.keys.Parents(to), ps...)
+			p.HDel(ctx, s.keys.Parents(from), psIDs...)
+		}
+		if len(hs) > 0 {
+			p.HSet(ctx, s.keys.holds(to), hs...)
+			p.HDel(ctx, s.keys.holds(from), hsIDs...)
+		}
+		if len(gs) > 0 {
+			p.SAdd(ctx, s.keys.gateways(to), gs...)
+			p.SRem(ctx, s.keys.gateways(from), toAny(gsIDs)...)
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return fmt.Errorf("move kin from shard %d to %d: %w", from, to, err)
+	}
+	return nil
+}
+
+// ParentOf returns the parent of device id of shard i ("" when none).
+func (s *Store) ParentOf(ctx context.Context, i int, id string) (string, error) {
+	v, err := s.rdb.HGet(ctx, s.keys.Parents(i), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read parent of %s: %w", id, err)
+	}
+	return v, nil
+}
