@@ -48,6 +48,11 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	if err != nil {
 		return metrics.Cluster{}, err
 	}
+	held, err := a.Store.HeldCount(ctx, n)
+	if err != nil {
+		return metrics.Cluster{}, err
+	}
+	c.Held = map[string]int64{"gateway": held}
 	c.Down = down.ByClass
 	if c.Down == nil {
 		c.Down = map[string]int64{metrics.DownAllClasses: down.Total}

@@ -43,16 +43,17 @@ const (
 // Config is flatline's whole configuration: one section per stage, each
 // owned and validated by its package, plus the process-wide keys.
 type Config struct {
-	Redis    redisconn.Config `config:"redis"`
-	Kafka    kafkaconn.Config `config:"kafka"`
-	Ingest   ingest.Config    `config:"ingest"`
-	Timeouts timeouts.Config  `config:"timeouts"`
-	Shards   rebalance.Config `config:"shards"`
-	Scanner  scanner.Config   `config:"scanner"`
-	Dispatch dispatch.Config  `config:"dispatch"`
-	Storm    storm.Config     `config:"storm"`
-	HTTP     httpapi.Config   `config:"http"`
-	Log      logging.Config   `config:"log"`
+	Redis    redisconn.Config       `config:"redis"`
+	Kafka    kafkaconn.Config       `config:"kafka"`
+	Ingest   ingest.Config          `config:"ingest"`
+	Timeouts timeouts.Config        `config:"timeouts"`
+	Shards   rebalance.Config       `config:"shards"`
+	Scanner  scanner.Config         `config:"scanner"`
+	Dispatch dispatch.Config        `config:"dispatch"`
+	Storm    storm.Config           `config:"storm"`
+	Gateways scanner.GatewaysConfig `config:"gateways"`
+	HTTP     httpapi.Config         `config:"http"`
+	Log      logging.Config         `config:"log"`
 
 	// Roles are the parts `flatline serve` runs: ingest, scanner (scanners
 	// and their dispatch). Default: [ingest, scanner].
@@ -79,6 +80,7 @@ func Default() Config {
 		Scanner:         scanner.DefaultConfig(),
 		Dispatch:        dispatch.DefaultConfig(),
 		Storm:           storm.DefaultConfig(),
+		Gateways:        scanner.DefaultGatewaysConfig(),
 		HTTP:            httpapi.DefaultConfig(),
 		Log:             logging.DefaultConfig(),
 		Roles:           []string{RoleIngest, RoleScanner},
@@ -107,7 +109,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, v := range []interface{ Validate() error }{
-		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.Storm, c.HTTP, c.Log,
+		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.Storm, c.Gateways, c.HTTP, c.Log,
 	} {
 		if err := v.Validate(); err != nil {
 			return err

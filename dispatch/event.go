@@ -9,6 +9,10 @@ import (
 const (
 	TypeTimeout   = "timeout"
 	TypeRecovered = "recovered"
+	// TypeUnreachable is the silence of a device whose parent is down
+	// (SPEC §14): published instead of its timeout, with the same
+	// event_id.
+	TypeUnreachable = "unreachable"
 	// TypeStorm covers storm_started and storm_ended: published by the
 	// storm guard, not counted as timeouts.
 	TypeStorm = "storm"
@@ -21,7 +25,11 @@ type Event struct {
 	Type     string `json:"type"`
 	DeviceID string `json:"device_id"`
 
-	// Timeout events.
+	// Parent is the gateway of the device of a timeout or unreachable
+	// event, when it has one.
+	Parent string `json:"parent,omitempty"`
+
+	// Timeout (and unreachable) events.
 	LastSeenMs   int64  `json:"last_seen_ms,omitempty"`
 	DeadlineMs   int64  `json:"deadline_ms,omitempty"`
 	DetectedAtMs int64  `json:"detected_at_ms,omitempty"`
@@ -31,6 +39,9 @@ type Event struct {
 	// StormID names the storm a timeout belongs to (and the storm of a
 	// storm_started or storm_ended event).
 	StormID string `json:"storm_id,omitempty"`
+	// ChildrenHeld is, on the timeout of a device named as a parent, how
+	// many of its children were held when it was detected (0 included).
+	ChildrenHeld *int64 `json:"children_held,omitempty"`
 
 	// Storm events (storm_started, storm_ended; key storm/<storm_id>),
 	// published by the storm guard (package storm).
@@ -54,6 +65,16 @@ type Event struct {
 func (e Event) appendJSON(dst []byte) []byte {
 	if e.Type == TypeRecovered {
 		return appendRecovered(dst, e.DeviceID, e.DownSinceMs, e.SeenAtMs)
+	}
+	if e.Type == TypeUnreachable || e.Parent != "" || e.ChildrenHeld != nil {
+		k := kinned{typ: TypeTimeout, parent: e.Parent, stormID: e.StormID}
+		if e.Type == TypeUnreachable {
+			k.typ = TypeUnreachable
+		}
+		if e.ChildrenHeld != nil {
+			k.gateway, k.childrenHeld = true, *e.ChildrenHeld
+		}
+		return appendKinned(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard, k)
 	}
 	return appendTimeout(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard, e.StormID)
 }
@@ -94,6 +115,58 @@ func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, 
 	if stormID != "" {
 		dst = append(dst, `,"storm_id":"`...)
 		dst = appendEscaped(dst, stormID)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"event_id":"`...)
+	dst = appendEscaped(dst, id)
+	dst = append(dst, '/')
+	dst = strconv.AppendInt(dst, deadlineMs, 10)
+	return append(dst, `"}`...)
+}
+
+// kinned is what a timeout or unreachable event says besides a plain
+// timeout: its type, its device's family, its storm.
+type kinned struct {
+	typ, parent, stormID string
+	gateway              bool
+	childrenHeld         int64
+}
+
+// appendKinned is appendTimeout for the events of devices with a family
+// (SPEC §14): "parent" after device_id, "children_held" after shard.
+func appendKinned(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, timeoutMs int64, class string, shard int, k kinned) []byte {
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, k.typ...)
+	dst = append(dst, `","device_id":"`...)
+	dst = appendEscaped(dst, id)
+	dst = append(dst, '"')
+	if k.parent != "" {
+		dst = append(dst, `,"parent":"`...)
+		dst = appendEscaped(dst, k.parent)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"last_seen_ms":`...)
+	dst = strconv.AppendInt(dst, lastSeenMs, 10)
+	dst = append(dst, `,"deadline_ms":`...)
+	dst = strconv.AppendInt(dst, deadlineMs, 10)
+	dst = append(dst, `,"detected_at_ms":`...)
+	dst = strconv.AppendInt(dst, detectedAtMs, 10)
+	dst = append(dst, `,"timeout_ms":`...)
+	dst = strconv.AppendInt(dst, timeoutMs, 10)
+	if class != "" {
+		dst = append(dst, `,"class":"`...)
+		dst = appendEscaped(dst, class)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"shard":`...)
+	dst = strconv.AppendInt(dst, int64(shard), 10)
+	if k.gateway {
+		dst = append(dst, `,"children_held":`...)
+		dst = strconv.AppendInt(dst, k.childrenHeld, 10)
+	}
+	if k.stormID != "" {
+		dst = append(dst, `,"storm_id":"`...)
+		dst = appendEscaped(dst, k.stormID)
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"event_id":"`...)

@@ -315,3 +315,29 @@ func BenchmarkFillTimeouts(b *testing.B) {
 		})
 	}
 }
+
+// The events of a family (SPEC §14): an unreachable child in the shape the
+// SPEC lists, with its timeout's event id; a gateway's timeout with
+// children_held, 0 included; each as encoding/json reads it back.
+func TestKinnedEvents(t *testing.T) {
+	t.Parallel()
+	const unreachable = `{"type":"unreachable","device_id":"c-1","parent":"gw-1","last_seen_ms":1000,"deadline_ms":31000,` +
+		`"detected_at_ms":31500,"timeout_ms":30000,"class":"sensor","shard":3,"event_id":"c-1/31000"}`
+	got := appendKinned(nil, "c-1", 1000, 31000, 31500, 30000, "sensor", 3, kinned{typ: TypeUnreachable, parent: "gw-1"})
+	if string(got) != unreachable {
+		t.Errorf("unreachable:\n got %s\nwant %s", got, unreachable)
+	}
+	const gateway = `{"type":"timeout","device_id":"gw-1","last_seen_ms":1000,"deadline_ms":61000,` +
+		`"detected_at_ms":61200,"timeout_ms":60000,"shard":0,"children_held":0,"storm_id":"s-1","event_id":"gw-1/61000"}`
+	got = appendKinned(nil, "gw-1", 1000, 61000, 61200, 60000, "", 0, kinned{typ: TypeTimeout, gateway: true, stormID: "s-1"})
+	if string(got) != gateway {
+		t.Errorf("gateway:\n got %s\nwant %s", got, gateway)
+	}
+	var e Event
+	if err := json.Unmarshal(got, &e); err != nil || e.ChildrenHeld == nil || *e.ChildrenHeld != 0 {
+		t.Fatalf("read back %+v, %v: children_held 0 lost", e, err)
+	}
+	if again, _ := json.Marshal(e); string(again) != gateway {
+		t.Errorf("round trip:\n got %s\nwant %s", again, gateway)
+	}
+}

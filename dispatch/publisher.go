@@ -227,6 +227,50 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 	return nil
 }
 
+// KinTimeouts is Timeouts for a group some of whose devices have a family
+// (SPEC §14): kin says, per device, what its event says of it; a device
+// whose parent is down is published as unreachable. Unreachable events
+// count toward storms like timeouts.
+func (p *Publisher) KinTimeouts(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, kin map[string]timeouts.Kin, detectedAt time.Time) error {
+	if len(due) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b := p.getBatch()
+	stormID := ""
+	if p.stormID != nil {
+		stormID = p.stormID()
+	}
+	detectedMs := detectedAt.UnixMilli()
+	b.grow(due)
+	unreachable := 0
+	for _, mem := range due {
+		deadlineMs, timeoutMs, className := p.resolve(mem.ID, mem.Score, overrides)
+		kn := kin[mem.ID]
+		k := kinned{typ: TypeTimeout, parent: kn.Parent, stormID: stormID, gateway: kn.Gateway, childrenHeld: kn.ChildrenHeld}
+		if kn.Unreachable {
+			k.typ = TypeUnreachable
+			unreachable++
+		}
+		b.appendKey(mem.ID)
+		b.buf = appendKinned(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID, k)
+		b.endValue(deadlineMs)
+	}
+	b.seal(detectedAt)
+	if err := p.publish(ctx, b, TypeTimeout); err != nil {
+		return err
+	}
+	if p.m != nil && unreachable > 0 {
+		p.m.UnreachablePublished.Add(float64(unreachable))
+	}
+	if p.published != nil {
+		p.published(len(due), stormID, 0)
+	}
+	return nil
+}
+
 // fillTimeouts encodes the timeout events of due into b.
 func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time, stormID string) {
 	detectedMs := detectedAt.UnixMilli()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // ackedBackoff paces the retries of what follows Kafka's acknowledgement
@@ -52,7 +53,7 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 			sc.wake()
 		}
 	}()
-	fire, overrides, moved, err := sc.firing(ctx, batch)
+	fire, overrides, kin, moved, err := sc.firing(ctx, batch)
 	if err != nil {
 		s.opts.Metrics.ScanErrors.Inc()
 		return // stays in the shard; the next pass retries
@@ -60,7 +61,7 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 	if len(fire) == 0 {
 		return
 	}
-	if err := s.opts.Dispatcher.Timeouts(ctx, sc.id, fire, overrides, detectedAt); err != nil {
+	if err := sc.publish(ctx, fire, overrides, kin, detectedAt); err != nil {
 		return // shutting down: the members stay for the next owner
 	}
 	if h := s.opts.Hooks.BeforeRemove; h != nil {
@@ -74,21 +75,25 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 	sc.afterRemoval(ctx, fire, raced, others)
 }
 
-// firing returns the members of batch that fire and their override
-// timeouts: not the replays (dropReplays), nor those a hold kept, which
-// are given a new deadline instead (reenter; moved says there were some).
-func (sc *shardScanner) firing(ctx context.Context, batch []shard.Member) (fire []shard.Member, overrides map[string]int64, moved bool, err error) {
+// firing returns the members of batch that fire, their override timeouts
+// and what their events say of their family: not the replays
+// (dropReplays), nor those a hold kept, which are given a new deadline
+// instead (reenter, gateways; moved says there were some).
+func (sc *shardScanner) firing(ctx context.Context, batch []shard.Member) (fire []shard.Member, overrides map[string]int64, kin map[string]timeouts.Kin, moved bool, err error) {
 	if fire, err = sc.dropReplays(ctx, batch); err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, false, err
 	}
 	if overrides, err = sc.s.opts.Store.OverridesOf(ctx, sc.id, fire); err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, false, err
 	}
 	n := len(fire)
 	if fire, err = sc.reenter(ctx, fire, overrides); err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, false, err
 	}
-	return fire, overrides, len(fire) < n, nil
+	if fire, kin, err = sc.gateways(ctx, fire, overrides); err != nil {
+		return nil, nil, nil, false, err
+	}
+	return fire, overrides, kin, len(fire) < n, nil
 }
 
 // remove takes the acknowledged members fire out of the shard, each only if

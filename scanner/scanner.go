@@ -76,7 +76,10 @@ type Options struct {
 	// padding) and its timeout, in Unix ms and ms: what dispatch reports.
 	// The storm guard's re-entry needs it (reenter.go); nil turns it off.
 	Timing func(id string, score float64, overrides map[string]int64) (deadlineMs, timeoutMs int64)
-	Hooks  Hooks
+	// Gateways wires the holding of children for their parent
+	// (gateways.go); its zero value turns it off.
+	Gateways Gateways
+	Hooks    Hooks
 }
 
 // defaultDrainTimeout is the drain bound of a Scanner without DrainTimeout:

@@ -423,3 +423,73 @@ func (s *Store) ParentOf(ctx context.Context, i int, id string) (string, error) 
 	}
 	return v, nil
 }
+
+// EndWaits drops the holds of members of shard i that a heartbeat ended:
+// their score moved on from the held one.
+func (s *Store) EndWaits(ctx context.Context, i int, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := s.rdb.HDel(ctx, s.keys.holds(i), ids...).Err(); err != nil {
+		return fmt.Errorf("end holds in shard %d: %w", i, err)
+	}
+	return nil
+}
+
+// HeldCount counts the children held for their parent in shards 0..n-1:
+// the holds whose held score is still their member's (a child that beat
+// meanwhile left its hold behind until it is next due). One pipeline of
+// HLEN, then for the shards with holds their entries and scores.
+func (s *Store) HeldCount(ctx context.Context, n int) (int64, error) {
+	lens := make([]*redis.IntCmd, n)
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range lens {
+			lens[i] = p.HLen(ctx, s.keys.holds(i))
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return 0, fmt.Errorf("count holds: %w", err)
+	}
+	var total int64
+	for i, c := range lens {
+		if c.Val() == 0 {
+			continue
+		}
+		holds, err := s.rdb.HGetAll(ctx, s.keys.holds(i)).Result()
+		if err != nil {
+			return 0, fmt.Errorf("read holds of shard %d: %w", i, err)
+		}
+		ids := make([]string, 0, len(holds))
+		for id := range holds {
+			ids = append(ids, id)
+		}
+		scores, err := s.rdb.ZMScore(ctx, s.keys.Deadlines(i), ids...).Result()
+		if err != nil {
+			return 0, fmt.Errorf("read held scores of shard %d: %w", i, err)
+		}
+		for k, id := range ids {
+			if w, ok := parseWait(holds[id]); ok && scores[k] == w.At {
+				total++
+			}
+		}
+	}
+	return total, nil
+}
+
+// Waiting reports whether device id of shard i is held for its parent.
+func (s *Store) Waiting(ctx context.Context, i int, id string) (bool, error) {
+	v, err := s.rdb.HGet(ctx, s.keys.holds(i), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read hold of %s: %w", id, err)
+	}
+	w, ok := parseWait(v)
+	if !ok {
+		return false, nil
+	}
+	score, there, err := s.Score(ctx, i, id)
+	return there && score == w.At, err
+}

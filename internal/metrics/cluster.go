@@ -31,7 +31,11 @@ type Cluster struct {
 	// when none does.
 	Stalled     int
 	HeldSinceMs int64
-	Now         time.Time
+	// Held maps a reason ("gateway": a child waiting for its silent
+	// parent) to the devices whose deadline passed and that are held
+	// instead of firing.
+	Held map[string]int64
+	Now  time.Time
 }
 
 // DownAllClasses labels flatline_devices_down when the devices down are too
@@ -66,7 +70,7 @@ type clusterCollector struct {
 	lastAt   time.Time
 	lastTook time.Duration
 
-	up, took, layout, previous, size, due, tracked, down, wm, wmLag, stalled, held *prometheus.Desc
+	up, took, layout, previous, size, due, tracked, down, wm, wmLag, stalled, held, devicesHeld *prometheus.Desc
 }
 
 func newClusterCollector(now func() time.Time) *clusterCollector {
@@ -74,25 +78,26 @@ func newClusterCollector(now func() time.Time) *clusterCollector {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &clusterCollector{
-		now:      now,
-		up:       d("flatline_cluster_state_up", "1 when this scrape read the cluster-wide state from Redis; 0 when the read failed, and the gauges read from Redis are absent."),
-		took:     d("flatline_cluster_state_read_seconds", "How long the last read of the cluster-wide state from Redis took."),
-		layout:   d("flatline_layout_shards", "The layout's shard count."),
-		previous: d("flatline_layout_previous_shards", "The layout's previous count while migrating, else 0."),
-		size:     d("flatline_shard_devices", "Devices tracked per shard.", "shard"),
-		due:      d("flatline_shard_due_backlog", "Members due but not yet fired per shard (held by the watermark or in flight).", "shard"),
-		tracked:  d("flatline_devices_tracked", "Devices tracked, all shards (the sum of flatline_shard_devices)."),
-		down:     d("flatline_devices_down", "Devices timed out within dispatch.recovery_window and not beating since, by class (\"\" = none; \"*\" = all, when too many to split by class at scrape time).", "class"),
-		wm:       d("flatline_watermark_timestamp_seconds", "The firing watermark: min over signals partitions of wm(p), Unix seconds."),
-		wmLag:    d("flatline_watermark_lag_seconds", "How far the firing watermark is behind now."),
-		stalled:  d("flatline_partitions_stalled", "Signals partitions stalled: busy, and their high-water mark standing still (storm guard)."),
-		held:     d("flatline_firing_held_seconds", "How long stalled partitions have held firing, from the stall's detection; 0 when they do not."),
+		now:         now,
+		up:          d("flatline_cluster_state_up", "1 when this scrape read the cluster-wide state from Redis; 0 when the read failed, and the gauges read from Redis are absent."),
+		took:        d("flatline_cluster_state_read_seconds", "How long the last read of the cluster-wide state from Redis took."),
+		layout:      d("flatline_layout_shards", "The layout's shard count."),
+		previous:    d("flatline_layout_previous_shards", "The layout's previous count while migrating, else 0."),
+		size:        d("flatline_shard_devices", "Devices tracked per shard.", "shard"),
+		due:         d("flatline_shard_due_backlog", "Members due but not yet fired per shard (held by the watermark or in flight).", "shard"),
+		tracked:     d("flatline_devices_tracked", "Devices tracked, all shards (the sum of flatline_shard_devices)."),
+		down:        d("flatline_devices_down", "Devices timed out within dispatch.recovery_window and not beating since, by class (\"\" = none; \"*\" = all, when too many to split by class at scrape time).", "class"),
+		wm:          d("flatline_watermark_timestamp_seconds", "The firing watermark: min over signals partitions of wm(p), Unix seconds."),
+		wmLag:       d("flatline_watermark_lag_seconds", "How far the firing watermark is behind now."),
+		stalled:     d("flatline_partitions_stalled", "Signals partitions stalled: busy, and their high-water mark standing still (storm guard)."),
+		held:        d("flatline_firing_held_seconds", "How long stalled partitions have held firing, from the stall's detection; 0 when they do not."),
+		devicesHeld: d("flatline_devices_held", "Devices whose deadline passed and that are held instead of firing, by reason (gateway: a child waiting for its silent parent).", "reason"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.took, c.layout, c.previous, c.size, c.due, c.tracked, c.down, c.wm, c.wmLag, c.stalled, c.held} {
+	for _, d := range []*prometheus.Desc{c.up, c.took, c.layout, c.previous, c.size, c.due, c.tracked, c.down, c.wm, c.wmLag, c.stalled, c.held, c.devicesHeld} {
 		ch <- d
 	}
 }
@@ -134,6 +139,9 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		held = max(0, float64(cl.Now.UnixMilli()-cl.HeldSinceMs)/1000)
 	}
 	gauge(c.held, held)
+	for reason, n := range cl.Held {
+		gauge(c.devicesHeld, float64(n), reason)
+	}
 	if cl.WatermarkMs > 0 {
 		gauge(c.wm, float64(cl.WatermarkMs)/1000)
 		gauge(c.wmLag, max(0, float64(cl.Now.UnixMilli()-cl.WatermarkMs)/1000))

@@ -1,0 +1,103 @@
+package scanner
+
+import (
+	"context"
+	"time"
+
+	"github.com/flatline-dev/flatline/internal/confcheck"
+	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
+)
+
+// GatewaysConfig is the gateways section of the configuration (SPEC §14).
+type GatewaysConfig struct {
+	// MaxHold bounds how long a child whose deadline passed while its
+	// parent was silent waits for its parent, from its deadline: then it
+	// fires a timeout. 0 turns holding off (a child of a parent already
+	// down is still reported unreachable). Default: 10m.
+	MaxHold time.Duration `config:"max_hold"`
+}
+
+// DefaultGatewaysConfig returns the documented defaults.
+func DefaultGatewaysConfig() GatewaysConfig { return GatewaysConfig{MaxHold: 10 * time.Minute} }
+
+// Validate checks the section; errors name the offending key.
+func (c GatewaysConfig) Validate() error {
+	return confcheck.Within("gateways.max_hold", c.MaxHold, 0, 24*time.Hour)
+}
+
+// Gateways wires the gateway step of firing (see gateways).
+type Gateways struct {
+	Config GatewaysConfig
+	// Publish publishes due members like Dispatcher.Timeouts, each with
+	// what kin says of its family (dispatch.Publisher.KinTimeouts); nil
+	// turns the gateway step off.
+	Publish func(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, kin map[string]timeouts.Kin, detectedAt time.Time) error
+}
+
+// recheckSlack is how long after its parent's deadline a held child looks
+// again: time for the parent's own timeout to be published first.
+const recheckSlack = 250 * time.Millisecond
+
+// gateways is firing's step for families (SPEC §14): a child due while its
+// parent is silent waits for its parent instead of firing. Of batch it
+// returns the members that fire now, each at the score to fire at, and
+// what their events say of their family (nil when none has any: a fleet
+// without parents pays one round trip per group for finding that out).
+//
+// At a child's deadline D (timeout T), its parent not heard since D − T/2
+// holds it: it is given its parent's deadline (+ recheckSlack) as its own,
+// remembering D (shard.Wait), and is looked at again then. By then either
+// the parent beat again at R (the child gets its own timeout from R), or
+// it timed out (the child is published as unreachable, with D's event id),
+// or neither yet (it waits on, at most gateways.max_hold from D). Each
+// score change is conditional on the score read, so a child that beats
+// meanwhile just goes on. The parent is read with its own commands: it may
+// live on another Redis Cluster node than its child.
+func (sc *shardScanner) gateways(ctx context.Context, batch []shard.Member, overrides map[string]int64) ([]shard.Member, map[string]timeouts.Kin, error) {
+	s := sc.s
+	if s.opts.Gateways.Publish == nil || s.opts.Timing == nil || len(batch) == 0 {
+		return batch, nil, nil
+	}
+	l := s.opts.Layout.Current()
+	kin, any, err := s.opts.Store.KinOf(ctx, sc.id, batch, otherShards(l, sc.id, batch))
+	if err != nil || !any {
+		return batch, nil, err
+	}
+	f := &family{sc: sc, batch: batch, kin: kin, overrides: overrides, now: s.opts.Now().UnixMilli(),
+		upTo: s.opts.Gate.upTo(s.opts.Now()), maxHold: s.opts.Gateways.Config.MaxHold.Milliseconds(),
+		acts: make([]act, len(batch))}
+	if err := f.readParents(ctx, l); err != nil {
+		return nil, nil, err
+	}
+	for k := range batch {
+		f.decide(k)
+	}
+	return f.apply(ctx)
+}
+
+// otherShards are, while l migrates, the other shard of each member of
+// batch (of shard id), where its family entries may still be; else nil.
+func otherShards(l shard.Layout, id int, batch []shard.Member) []int {
+	if !l.Migrating() {
+		return nil
+	}
+	out := make([]int, len(batch))
+	for k, m := range batch {
+		h := shard.Hash(m.ID)
+		out[k] = l.ShardOf(h)
+		if out[k] == id {
+			out[k] = shard.Of(h, l.Previous)
+		}
+	}
+	return out
+}
+
+// publish publishes the group's events: through Gateways.Publish when some
+// member's event says something of its family, else as plain timeouts.
+func (sc *shardScanner) publish(ctx context.Context, fire []shard.Member, overrides map[string]int64, kin map[string]timeouts.Kin, detectedAt time.Time) error {
+	if len(kin) == 0 {
+		return sc.s.opts.Dispatcher.Timeouts(ctx, sc.id, fire, overrides, detectedAt)
+	}
+	return sc.s.opts.Gateways.Publish(ctx, sc.id, fire, overrides, kin, detectedAt)
+}
