@@ -17,6 +17,12 @@ type Device struct {
 	TimeoutMs   int64  `json:"timeout_ms,omitempty"`
 	Class       string `json:"class,omitempty"`
 	DownSinceMs int64  `json:"down_since_ms,omitempty"`
+	// Parent is the device's gateway, when it has one (SPEC §14).
+	Parent string `json:"parent,omitempty"`
+	// State is tracked, held (its deadline passed while its parent was
+	// silent: it waits for its parent), timed_out, unreachable (silent
+	// while its parent was down) or untracked.
+	State string `json:"state"`
 }
 
 // GetDevice looks a device up under the current layout (both shards while
@@ -67,6 +73,9 @@ func GetDevice(ctx context.Context, store *shard.Store, policy *timeouts.Policy,
 			}
 		}
 	}
+	if err := d.family(ctx, store, candidates); err != nil {
+		return Device{}, err
+	}
 	for _, i := range candidates {
 		down, ok, err := store.DownScore(ctx, i, id)
 		if err != nil {
@@ -80,5 +89,51 @@ func GetDevice(ctx context.Context, store *shard.Store, policy *timeouts.Policy,
 			d.DownSinceMs = ms
 		}
 	}
-	return d, nil
+	return d, d.state(ctx, store)
+}
+
+// family reads the device's parent, from the first of candidates (its
+// shards) that has one.
+func (d *Device) family(ctx context.Context, store *shard.Store, candidates []int) error {
+	for _, i := range candidates {
+		p, err := store.ParentOf(ctx, i, d.DeviceID)
+		if err != nil {
+			return err
+		}
+		if p != "" {
+			d.Parent = p
+			return nil
+		}
+	}
+	return nil
+}
+
+// state sets d.State from what was read, reading whether a tracked device
+// is held or a down one unreachable.
+func (d *Device) state(ctx context.Context, store *shard.Store) error {
+	switch {
+	case d.Tracked:
+		d.State = StateTracked
+		held, err := store.Waiting(ctx, d.Shard, d.DeviceID)
+		if err != nil {
+			return err
+		}
+		if held {
+			d.State = StateHeld
+		}
+	case d.DownSinceMs > 0:
+		d.State = StateTimedOut
+		if d.Parent != "" {
+			orphan, err := store.IsOrphan(ctx, d.Parent, d.DeviceID)
+			if err != nil {
+				return err
+			}
+			if orphan {
+				d.State = StateUnreachable
+			}
+		}
+	default:
+		d.State = StateUntracked
+	}
+	return nil
 }

@@ -493,3 +493,36 @@ func (s *Store) Waiting(ctx context.Context, i int, id string) (bool, error) {
 	score, there, err := s.Score(ctx, i, id)
 	return there && score == w.At, err
 }
+
+// Unreachable returns, for ids of shard i, their parents ("" when none)
+// and whether each is one of the children its parent's silence left
+// waiting or unreachable: a device down and waiting for its parent was
+// reported unreachable. Two round trips, the second only for devices with
+// a parent.
+func (s *Store) Unreachable(ctx context.Context, i int, ids []string) (parents []string, orphaned []bool, err error) {
+	parents, orphaned = make([]string, len(ids)), make([]bool, len(ids))
+	if len(ids) == 0 {
+		return parents, orphaned, nil
+	}
+	vals, err := s.rdb.HMGet(ctx, s.keys.Parents(i), ids...).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read parents of shard %d: %w", i, err)
+	}
+	checks := make([]*redis.BoolCmd, len(ids))
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, v := range vals {
+			if parent, ok := v.(string); ok {
+				parents[k] = parent
+				checks[k] = p.HExists(ctx, s.keys.orphans(parent), ids[k])
+			}
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return nil, nil, fmt.Errorf("read orphans: %w", err)
+	}
+	for k, c := range checks {
+		orphaned[k] = c != nil && c.Val()
+	}
+	return parents, orphaned, nil
+}

@@ -11,7 +11,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/app"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 const (
@@ -28,6 +30,7 @@ const (
 type family struct {
 	gateways []string
 	children map[string][]string // gateway -> its children
+	inst     *e2etest.Instance
 
 	mu     sync.Mutex
 	silent map[string]bool
@@ -44,7 +47,7 @@ func startFamily(t *testing.T, gateways, n int) (*family, *e2etest.Collector) {
 	cfg := env.Cfg
 	cfg.Storm.MaxHold = 0
 	inst := e2etest.Start(t, cfg, app.Hooks{})
-	f := &family{children: map[string][]string{}, silent: map[string]bool{}, done: make(chan struct{})}
+	f := &family{children: map[string][]string{}, silent: map[string]bool{}, done: make(chan struct{}), inst: inst}
 	for g := range gateways {
 		gw := fmt.Sprintf("g-%d", g)
 		f.gateways = append(f.gateways, gw)
@@ -127,4 +130,25 @@ func (f *family) tracked(t *testing.T, inst *e2etest.Instance, shards int) {
 		n, err := inst.App.Store.Tracked(context.Background(), shards)
 		return err == nil && n == want
 	})
+}
+
+// device looks id up as `flatline device get` does.
+func (f *family) device(t *testing.T, id string) inspect.Device {
+	t.Helper()
+	d, err := inspect.GetDevice(context.Background(), f.inst.App.Store, timeouts.NewPolicy(timeouts.DefaultConfig(), nil), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// down lists the devices down as `flatline devices down --parent` does.
+func (f *family) down(t *testing.T, parent string) []inspect.DownDevice {
+	t.Helper()
+	l, err := inspect.ListDown(context.Background(), f.inst.App.Store, timeouts.NewPolicy(timeouts.DefaultConfig(), nil),
+		inspect.DownQuery{Parent: parent, Limit: 10_000}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Devices
 }

@@ -1,10 +1,14 @@
 package gateways
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/flatline-dev/flatline/dispatch"
+	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
 
@@ -61,6 +65,25 @@ func TestDeadGatewaysAreOneAlarmEach(t *testing.T) {
 			}
 		}
 	}
+	// Seen as the operator sees them.
+	if n := testutil.ToFloat64(f.inst.App.Metrics.UnreachablePublished); n != 300 {
+		t.Errorf("flatline_unreachable_total %v, want 300", n)
+	}
+	if d := f.device(t, "g-1/c-7"); d.State != inspect.StateUnreachable || d.Parent != "g-1" || d.Tracked {
+		t.Errorf("device get g-1/c-7: %+v, want unreachable under g-1", d)
+	}
+	if d := f.device(t, "g-1"); d.State != inspect.StateTimedOut || d.Parent != "" {
+		t.Errorf("device get g-1: %+v, want timed_out", d)
+	}
+	down := f.down(t, "g-2")
+	if len(down) != 100 {
+		t.Fatalf("devices down --parent g-2: %d, want its 100 children", len(down))
+	}
+	for _, d := range down {
+		if d.State != inspect.StateUnreachable || d.Parent != "g-2" {
+			t.Errorf("devices down --parent g-2: %+v, want unreachable under g-2", d)
+		}
+	}
 }
 
 // A child dies alone under a live gateway: one timeout, naming its
@@ -87,7 +110,16 @@ func TestGatewayBackInTimeLeavesNoEvent(t *testing.T) {
 	t.Parallel()
 	f, c := startFamily(t, 1, 50)
 	f.silence(true, f.all()...)
-	time.Sleep(gatewayTimeout - time.Second)
+	silent := time.Now()
+	// Its children are held: they wait for it.
+	e2etest.Eventually(t, gatewayTimeout, "a child held", func() bool {
+		d := f.device(t, "g-0/c-5")
+		return d.State == inspect.StateHeld && d.Parent == "g-0"
+	})
+	if n, err := f.inst.App.Store.HeldCount(context.Background(), 16); err != nil || n == 0 {
+		t.Errorf("flatline_devices_held{reason=gateway} reads %d (%v) during the hold", n, err)
+	}
+	time.Sleep(time.Until(silent.Add(gatewayTimeout - time.Second)))
 	f.silence(false, f.gateways...)
 	time.Sleep(childTimeout / 2)
 	f.silence(false, f.all()...)
