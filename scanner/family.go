@@ -123,21 +123,36 @@ func (f *family) decide(k int) {
 		// Its parent is alive: it died alone.
 	case p.lastMs >= deadline-timeout/2:
 		// The parent beat again since it was held: the child gets its own
-		// timeout from the parent's heartbeat.
+		// timeout from the parent's heartbeat. Not before its own padded
+		// deadline (ingest.coalesce_window): heartbeats within the window
+		// of its last write were skipped, covered by it.
 		again := p.lastMs + timeout
+		if raw, m := shard.DecodeScore(orig); m.Has(shard.FlagPadded) {
+			again = max(again, raw)
+		}
 		a.rescore, a.to, a.wait = true, shard.Score(again, meta), nil
 		a.fire = again <= f.upTo
 		f.unwait(kn.Parent, m.ID)
 	case f.maxHold == 0 || f.now >= deadline+f.maxHold:
 		f.fireAt(a, orig, waiting, kn.Parent, m.ID)
 	default:
-		at := min(max(p.deadlineMs, f.now)+recheckSlack.Milliseconds(), deadline+f.maxHold)
+		at := min(f.recheck(p), deadline+f.maxHold)
 		to := shard.Score(at, meta)
 		a.fire, a.rescore, a.to, a.wait = false, true, to, &shard.Wait{Orig: orig, At: to}
 		if !waiting {
 			f.orphan(kn.Parent, m.ID, timeout)
 		}
 	}
+}
+
+// recheck is when a child held for parent p looks again: at the parent's
+// deadline + recheckSlack; a parent late already, after half its lateness
+// (at least recheckSlack, at most recheckMax).
+func (f *family) recheck(p parentSeen) int64 {
+	if late := f.now - p.deadlineMs; late > 0 {
+		return f.now + min(max(late/2, recheckSlack.Milliseconds()), recheckMax.Milliseconds())
+	}
+	return p.deadlineMs + recheckSlack.Milliseconds()
 }
 
 // fireAt makes a fire at its own deadline's score orig: a held member is

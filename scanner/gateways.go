@@ -36,8 +36,20 @@ type Gateways struct {
 }
 
 // recheckSlack is how long after its parent's deadline a held child looks
-// again: time for the parent's own timeout to be published first.
-const recheckSlack = 250 * time.Millisecond
+// again: time for the parent's own timeout to be published first. A
+// parent due and not yet timed out (its scanner's lease moving on, its
+// group in flight) is looked at again after half its lateness, at most
+// recheckMax.
+const (
+	recheckSlack = 250 * time.Millisecond
+	recheckMax   = time.Second
+)
+
+// kinlessFor is how long a shard found without parents, gateways or holds
+// is taken to have none: a parent named meanwhile counts for deadlines
+// after that. (A child's deadline is at least timeouts.min, 1 s by
+// default, after the heartbeat that named its parent.)
+const kinlessFor = time.Second
 
 // gateways is firing's step for families (SPEC §14): a child due while its
 // parent is silent waits for its parent instead of firing. Of batch it
@@ -59,8 +71,18 @@ func (sc *shardScanner) gateways(ctx context.Context, batch []shard.Member, over
 	if s.opts.Gateways.Publish == nil || s.opts.Timing == nil || len(batch) == 0 {
 		return batch, nil, nil
 	}
+	nowMs := s.opts.Now().UnixMilli()
+	if nowMs < sc.kinlessUntil.Load() {
+		return batch, nil, nil
+	}
 	l := s.opts.Layout.Current()
-	kin, any, err := s.opts.Store.KinOf(ctx, sc.id, batch, otherShards(l, sc.id, batch))
+	kin, any, none, err := s.opts.Store.KinOf(ctx, sc.id, batch, otherShards(l, sc.id, batch))
+	if none && !l.Migrating() {
+		// A shard without families is looked at again a second later at
+		// the earliest: a mass expiry of a fleet without parents pays a
+		// round trip a second, not one per group.
+		sc.kinlessUntil.Store(nowMs + kinlessFor.Milliseconds())
+	}
 	if err != nil || !any {
 		return batch, nil, err
 	}

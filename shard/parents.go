@@ -72,8 +72,9 @@ type Kin struct {
 // KinOf returns the kin of members ms of shard i, in one round trip. While
 // the layout migrates, other[k] (when ≥ 0 and not i) is the other shard of
 // ms[k], where its parent and gateway entries may still be. any says some
-// member has kin: a fleet without parents finds none.
-func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin []Kin, any bool, err error) {
+// member has kin: a fleet without parents finds none; none says shard i
+// has no parent, gateway or hold at all.
+func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin []Kin, any, none bool, err error) {
 	ids := make([]string, len(ms))
 	for k, m := range ms {
 		ids[k] = m.ID
@@ -82,7 +83,9 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin
 	var named *redis.BoolSliceCmd
 	var elsewhere []*redis.StringCmd
 	var namedElsewhere []*redis.BoolCmd
+	var exists *redis.IntCmd
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, s.keys.Parents(i), s.keys.gateways(i), s.keys.holds(i))
 		parents = p.HMGet(ctx, s.keys.Parents(i), ids...)
 		named = p.SMIsMember(ctx, s.keys.gateways(i), toAny(ids)...)
 		holds = p.HMGet(ctx, s.keys.holds(i), ids...)
@@ -97,7 +100,7 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin
 		return nil
 	})
 	if err := readErr(cmds, err); err != nil {
-		return nil, false, fmt.Errorf("read kin in shard %d: %w", i, err)
+		return nil, false, false, fmt.Errorf("read kin in shard %d: %w", i, err)
 	}
 	kin = make([]Kin, len(ms))
 	for k := range ms {
@@ -115,7 +118,7 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin
 		}
 		any = any || kn.Parent != "" || kn.Named || kn.Held
 	}
-	return kin, any, nil
+	return kin, any, exists.Val() == 0, nil
 }
 
 func toAny(ids []string) []any {
