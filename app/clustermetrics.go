@@ -21,7 +21,10 @@ import (
 // watermarks; one ZCOUNT per shard of the down sets; and, while at most
 // inspect.DownByClassMax devices are down, one pipeline of down_count.lua
 // per shard to split them by class (more when a shard holds more than
-// shard.DownCountChunk of them).
+// shard.DownCountChunk of them); an HLEN per shard of the holds (and the
+// holds of the shards with some); and while devices are down a SCAN of
+// the gateways' orphans, whose children (at most inspect.DownByClassMax)
+// are looked up in their shards.
 func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	l, _, err := a.Store.Layout(ctx)
 	if err != nil {
@@ -57,5 +60,28 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	if c.Down == nil {
 		c.Down = map[string]int64{metrics.DownAllClasses: down.Total}
 	}
+	if down.Total > 0 {
+		c.Unreachable, err = a.unreachable(ctx, l, inspect.DownSince(a.cfg.Dispatch.RecoveryWindow, now))
+		return c, err
+	}
+	c.Unreachable = map[string]int64{}
 	return c, nil
+}
+
+// unreachable splits the devices down as unreachable by class name, nil
+// when more than inspect.DownByClassMax children wait for their parents.
+func (a *App) unreachable(ctx context.Context, l shard.Layout, sinceMs int64) (map[string]int64, error) {
+	byID, ok, err := a.Store.UnreachableDown(ctx, l, sinceMs, inspect.DownByClassMax)
+	if err != nil || !ok {
+		return nil, err
+	}
+	out := make(map[string]int64)
+	for id, n := range byID {
+		name := ""
+		if c, ok := a.policy.ByID(id); ok {
+			name = c.Name
+		}
+		out[name] += n
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -528,4 +529,71 @@ func (s *Store) Unreachable(ctx context.Context, i int, ids []string) (parents [
 		orphaned[k] = c != nil && c.Val()
 	}
 	return parents, orphaned, nil
+}
+
+// UnreachableDown counts the devices down as unreachable (their parent's
+// orphans, down in their shard under l and not tracked) whose down entry
+// is at or after sinceMs, by class id. It reads every parent's orphans
+// (a SCAN of the orphans keys, on every master of a cluster): when they
+// hold more than max children it counts nothing and ok is false.
+func (s *Store) UnreachableDown(ctx context.Context, l Layout, sinceMs int64, max int) (byClass map[int]int64, ok bool, err error) {
+	keys, err := s.scanKeys(ctx, s.keys.prefix+":orphans:*")
+	if err != nil {
+		return nil, false, fmt.Errorf("find orphans: %w", err)
+	}
+	byShard := make(map[int][]string)
+	total := 0
+	for _, key := range keys {
+		ids, err := s.rdb.HKeys(ctx, key).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("read orphans: %w", err)
+		}
+		if total += len(ids); total > max {
+			return nil, false, nil
+		}
+		for _, id := range ids {
+			i := l.ShardOf(Hash(id))
+			byShard[i] = append(byShard[i], id)
+		}
+	}
+	byClass = make(map[int]int64)
+	since := Score(sinceMs, 0)
+	for i, ids := range byShard {
+		var down, live *redis.FloatSliceCmd
+		cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			down, live = p.ZMScore(ctx, s.keys.Down(i), ids...), p.ZMScore(ctx, s.keys.Deadlines(i), ids...)
+			return nil
+		})
+		if err := readErr(cmds, err); err != nil {
+			return nil, false, fmt.Errorf("read orphans of shard %d: %w", i, err)
+		}
+		for k := range ids {
+			if d := down.Val()[k]; d >= since && d > 0 && live.Val()[k] == 0 {
+				_, meta := DecodeScore(d)
+				byClass[meta.ClassID()]++
+			}
+		}
+	}
+	return byClass, true, nil
+}
+
+// scanKeys returns the keys matching pattern (SCAN; on every master of a
+// cluster).
+func (s *Store) scanKeys(ctx context.Context, pattern string) ([]string, error) {
+	var mu sync.Mutex
+	var out []string
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			mu.Lock()
+			out = append(out, it.Val())
+			mu.Unlock()
+		}
+		return it.Err()
+	}
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+		return out, err
+	}
+	return out, scan(ctx, s.rdb)
 }

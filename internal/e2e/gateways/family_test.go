@@ -152,3 +152,17 @@ func (f *family) down(t *testing.T, parent string) []inspect.DownDevice {
 	}
 	return l.Devices
 }
+
+// metrics gathers the instance's metrics as a scrape of /metrics would.
+func (f *family) metrics(t *testing.T) e2etest.Metrics {
+	t.Helper()
+	fams, err := f.inst.App.Metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := e2etest.Metrics{}
+	for _, fam := range fams {
+		m[fam.GetName()] = fam
+	}
+	return m
+}

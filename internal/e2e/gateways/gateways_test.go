@@ -1,7 +1,6 @@
 package gateways
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -69,6 +68,12 @@ func TestDeadGatewaysAreOneAlarmEach(t *testing.T) {
 	if n := testutil.ToFloat64(f.inst.App.Metrics.UnreachablePublished); n != 300 {
 		t.Errorf("flatline_unreachable_total %v, want 300", n)
 	}
+	m := f.metrics(t)
+	for state, want := range map[string]float64{"timed_out": 3, "unreachable": 300} {
+		if got, ok := m.Value("flatline_devices_down", "class", "", "state", state); !ok || got != want {
+			t.Errorf("flatline_devices_down{state=%q} = %v (present %v), want %v", state, got, ok, want)
+		}
+	}
 	if d := f.device(t, "g-1/c-7"); d.State != inspect.StateUnreachable || d.Parent != "g-1" || d.Tracked {
 		t.Errorf("device get g-1/c-7: %+v, want unreachable under g-1", d)
 	}
@@ -116,8 +121,8 @@ func TestGatewayBackInTimeLeavesNoEvent(t *testing.T) {
 		d := f.device(t, "g-0/c-5")
 		return d.State == inspect.StateHeld && d.Parent == "g-0"
 	})
-	if n, err := f.inst.App.Store.HeldCount(context.Background(), 16); err != nil || n == 0 {
-		t.Errorf("flatline_devices_held{reason=gateway} reads %d (%v) during the hold", n, err)
+	if n, ok := f.metrics(t).Value("flatline_devices_held", "reason", "gateway"); !ok || n == 0 {
+		t.Errorf("flatline_devices_held{reason=gateway} = %v (present %v) during the hold", n, ok)
 	}
 	time.Sleep(time.Until(silent.Add(gatewayTimeout - time.Second)))
 	f.silence(false, f.gateways...)
