@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/app"
+	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/timeouts"
@@ -31,6 +32,7 @@ type family struct {
 	gateways []string
 	children map[string][]string // gateway -> its children
 	inst     *e2etest.Instance
+	cfg      configs.Config
 
 	mu     sync.Mutex
 	silent map[string]bool
@@ -47,7 +49,7 @@ func startFamily(t *testing.T, gateways, n int) (*family, *e2etest.Collector) {
 	cfg := env.Cfg
 	cfg.Storm.MaxHold = 0
 	inst := e2etest.Start(t, cfg, app.Hooks{})
-	f := &family{children: map[string][]string{}, silent: map[string]bool{}, done: make(chan struct{}), inst: inst}
+	f := &family{children: map[string][]string{}, silent: map[string]bool{}, done: make(chan struct{}), inst: inst, cfg: cfg}
 	for g := range gateways {
 		gw := fmt.Sprintf("g-%d", g)
 		f.gateways = append(f.gateways, gw)
