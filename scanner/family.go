@@ -2,6 +2,7 @@ package scanner
 
 import (
 	"context"
+	"time"
 
 	"github.com/flatline-dev/flatline/shard"
 	"github.com/flatline-dev/flatline/timeouts"
@@ -190,7 +191,7 @@ func (f *family) unwait(parent, id string) {
 // the members that fire, at the score they fire at, and their notes.
 func (f *family) apply(ctx context.Context) ([]shard.Member, map[string]timeouts.Kin, error) {
 	st := f.sc.s.opts.Store
-	if err := st.AddOrphans(ctx, f.orphans); err != nil {
+	if err := st.AddOrphans(ctx, f.orphans, f.sc.s.downMemory()+time.Duration(f.maxHold)*time.Millisecond); err != nil {
 		return nil, nil, err
 	}
 	var ms []shard.Member

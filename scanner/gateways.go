@@ -123,3 +123,13 @@ func (sc *shardScanner) publish(ctx context.Context, fire []shard.Member, overri
 	}
 	return sc.s.opts.Gateways.Publish(ctx, sc.id, fire, overrides, kin, detectedAt)
 }
+
+// downMemory is how long fired devices are remembered as down (as remove
+// prunes them): a parent's return is told by its down entry only as long.
+func (s *Scanner) downMemory() time.Duration {
+	minDown := s.opts.MinDownMemory
+	if minDown == 0 {
+		minDown = defaultMinDownMemory
+	}
+	return max(s.opts.RecoveryWindow, minDown)
+}

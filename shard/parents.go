@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -216,14 +217,17 @@ func (s *Store) Rescore(ctx context.Context, i int, ms []Member, to []float64, h
 }
 
 // AddOrphans remembers, per parent, children held or reported unreachable
-// while it is silent, with their timeouts (ms).
-func (s *Store) AddOrphans(ctx context.Context, byParent map[string][]any) error {
+// while it is silent, with their timeouts (ms), for ttl after the last
+// child added: a parent that never comes back leaves nothing behind once
+// its return could no longer be told (its down entry pruned).
+func (s *Store) AddOrphans(ctx context.Context, byParent map[string][]any, ttl time.Duration) error {
 	if len(byParent) == 0 {
 		return nil
 	}
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for parent, pairs := range byParent {
 			p.HSet(ctx, s.keys.orphans(parent), pairs...)
+			p.PExpire(ctx, s.keys.orphans(parent), ttl)
 		}
 		return nil
 	})
