@@ -9,6 +9,7 @@ import (
 	"github.com/flatline-dev/flatline/dispatch"
 	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/rebalance"
 )
 
@@ -66,5 +67,33 @@ func TestDeadGatewayAcrossDisruptions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// On a 3-master Redis Cluster, where a gateway and its children sit in
+// shards on other masters and every script touches one shard's slot: the
+// same one alarm per gateway, its children unreachable, seen as such.
+func TestDeadGatewaysOnCluster(t *testing.T) {
+	t.Parallel()
+	c := testenv.RedisCluster(t, 3)
+	kf := testenv.Kafka(t, 4, e2etest.Topics...)
+	f, col := startFamilyOn(t, e2etest.Config(t, c.Addrs(), kf.Brokers()), kf, 3, 30)
+	f.silence(true, f.all()...)
+	got := events(t, col, 93)
+	for _, gw := range f.gateways {
+		if es := got[gw]; len(es) != 1 || es[0].Ev.ChildrenHeld == nil || *es[0].Ev.ChildrenHeld != 30 {
+			t.Errorf("%s: %+v, want one timeout with children_held 30", gw, es)
+		}
+		for _, id := range f.children[gw] {
+			if es := got[id]; len(es) != 1 || es[0].Ev.Type != dispatch.TypeUnreachable || es[0].Ev.Parent != gw {
+				t.Errorf("%s: %+v, want one unreachable under %s", id, es, gw)
+			}
+		}
+	}
+	if n, ok := f.metrics(t).Value("flatline_devices_down", "class", "", "state", "unreachable"); !ok || n != 90 {
+		t.Errorf("flatline_devices_down{state=unreachable} = %v (present %v), want 90", n, ok)
+	}
+	if down := f.down(t, "g-1"); len(down) != 30 {
+		t.Errorf("devices down --parent g-1: %d, want 30", len(down))
 	}
 }

@@ -2,8 +2,9 @@
 // private redis-server and an in-process Kafka: gateways dying with their
 // children (one alarm per gateway, its children unreachable), a child
 // dying alone under a live gateway, a gateway silent for less than its
-// own timeout, and a gateway back after its timeout with some of its
-// children lost. Its one file of support, family_test.go, is a fleet of
+// own timeout, a gateway back after its timeout with some of its children
+// lost; a dead gateway's held children across a restart and a doubling of
+// the shards, and on a 3-master Redis Cluster. Its one file of support, family_test.go, is a fleet of
 // gateways and children that the test silences and brings back.
 //
 // Timeouts are short (children 2 s, gateways 4 s, every device beating

@@ -14,6 +14,7 @@ import (
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/inspect"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
+	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
@@ -46,7 +47,12 @@ type family struct {
 func startFamily(t *testing.T, gateways, n int) (*family, *e2etest.Collector) {
 	t.Helper()
 	env := e2etest.NewEnv(t, 4)
-	cfg := env.Cfg
+	return startFamilyOn(t, env.Cfg, env.Kafka, gateways, n)
+}
+
+// startFamilyOn is startFamily with flatline configured by cfg, on kf.
+func startFamilyOn(t *testing.T, cfg configs.Config, kf *testenv.KafkaCluster, gateways, n int) (*family, *e2etest.Collector) {
+	t.Helper()
 	cfg.Storm.MaxHold = 0
 	inst := e2etest.Start(t, cfg, app.Hooks{})
 	f := &family{children: map[string][]string{}, silent: map[string]bool{}, done: make(chan struct{}), inst: inst, cfg: cfg}
@@ -59,11 +65,11 @@ func startFamily(t *testing.T, gateways, n int) (*family, *e2etest.Collector) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	w := e2etest.NewWriter(env.Kafka.Brokers(), e2etest.Signals)
+	w := e2etest.NewWriter(kf.Brokers(), e2etest.Signals)
 	go f.run(ctx, t, w)
 	t.Cleanup(func() { f.cancel(); <-f.done })
 	f.tracked(t, inst, cfg.Shards.InitialCount)
-	return f, e2etest.Collect(t, env.Kafka.Brokers(), e2etest.Timeouts, 4)
+	return f, e2etest.Collect(t, kf.Brokers(), e2etest.Timeouts, 4)
 }
 
 func (f *family) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
