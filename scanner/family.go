@@ -81,7 +81,13 @@ func (f *family) readParents(ctx context.Context, l shard.Layout) error {
 			if st.Override > 0 {
 				ov = map[string]int64{id: st.Override}
 			}
-			deadline, timeout := f.sc.s.opts.Timing(id, st.Live, ov)
+			// A parent held for its own parent was last heard as its
+			// original deadline says; it is looked at again at its hold's.
+			heard := st.Live
+			if st.Waited {
+				heard = st.Wait.Orig
+			}
+			deadline, timeout := f.sc.s.opts.Timing(id, heard, ov)
 			p.lastMs = deadline - timeout
 			p.deadlineMs, _ = shard.DecodeScore(st.Live)
 		}

@@ -195,3 +195,27 @@ func TestHeldChildGetsItsTimeoutFromItsGatewaysReturnOrMaxHold(t *testing.T) {
 		t.Errorf("d: %+v, want a timeout at its own deadline %d once max_hold passed", e, now-500)
 	}
 }
+
+// Chains hold by construction: a gateway behind a router is the router's
+// child. The router dies with everything behind it: its timeout counts the
+// gateway it held, the gateway is unreachable (counting its own held
+// child), and the gateway's child is unreachable too, not a timeout: a
+// held gateway's score is its hold's, not a heartbeat's.
+func TestAChainOfGatewaysHolds(t *testing.T) {
+	t.Parallel()
+	r := newFamilyRig(t, time.Minute)
+	now := time.Now().UnixMilli()
+	r.write(t, device{id: "router", lastMs: now - 9000, timeout: 10 * time.Second})
+	r.write(t, device{id: "gw", parent: "router", lastMs: now - 2500, timeout: 2 * time.Second},
+		device{id: "c", parent: "gw", lastMs: now - 2400, timeout: 2 * time.Second})
+	got := r.events(t, 3)
+	if e := got["router"]; e.Type != dispatch.TypeTimeout || e.ChildrenHeld == nil || *e.ChildrenHeld != 1 {
+		t.Errorf("router: %+v, want a timeout with children_held 1", e)
+	}
+	if e := got["gw"]; e.Type != dispatch.TypeUnreachable || e.Parent != "router" || e.ChildrenHeld == nil || *e.ChildrenHeld != 1 {
+		t.Errorf("gw: %+v, want unreachable under router with children_held 1", e)
+	}
+	if e := got["c"]; e.Type != dispatch.TypeUnreachable || e.Parent != "gw" || e.DeadlineMs != now-400 {
+		t.Errorf("c: %+v, want unreachable under gw at its own deadline", e)
+	}
+}

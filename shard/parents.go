@@ -152,6 +152,11 @@ type ParentState struct {
 	Live, Down       float64
 	HasLive, HasDown bool
 	Override         int64
+	// Wait is the parent's own hold, when it is held for its parent (a
+	// chain: a gateway behind a router): its live score is then the hold's,
+	// not a deadline from a heartbeat.
+	Wait   Wait
+	Waited bool
 }
 
 // ParentStates returns what shards[k] (the parent's shard, and while the
@@ -160,15 +165,15 @@ type ParentState struct {
 // another Redis Cluster node than its child's: plain commands, no script.
 func (s *Store) ParentStates(ctx context.Context, ids []string, shards [][]int) ([]ParentState, error) {
 	type read struct {
-		live, down *redis.FloatCmd
-		over       *redis.StringCmd
+		live, down  *redis.FloatCmd
+		over, waits *redis.StringCmd
 	}
 	reads := make([][]read, len(ids))
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, id := range ids {
 			for _, i := range shards[k] {
 				reads[k] = append(reads[k], read{p.ZScore(ctx, s.keys.Deadlines(i), id),
-					p.ZScore(ctx, s.keys.Down(i), id), p.HGet(ctx, s.keys.Overrides(i), id)})
+					p.ZScore(ctx, s.keys.Down(i), id), p.HGet(ctx, s.keys.Overrides(i), id), p.HGet(ctx, s.keys.holds(i), id)})
 			}
 		}
 		return nil
@@ -183,6 +188,8 @@ func (s *Store) ParentStates(ctx context.Context, ids []string, shards [][]int) 
 			if v, err := r.live.Result(); err == nil && (!st.HasLive || v > st.Live) {
 				st.Live, st.HasLive = v, true
 				st.Override, _ = strconv.ParseInt(r.over.Val(), 10, 64)
+				w, ok := parseWait(r.waits.Val())
+				st.Wait, st.Waited = w, ok && w.At == v
 			}
 			if v, err := r.down.Result(); err == nil && (!st.HasDown || v > st.Down) {
 				st.Down, st.HasDown = v, true
