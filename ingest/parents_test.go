@@ -49,7 +49,7 @@ func TestParentsAreWrittenOnlyWhenTheyChange(t *testing.T) {
 		beatWith("self", `,"parent":"self"`))
 	// Taken away behind ingest's back, c1's parent stays away while c1
 	// repeats it: ingest does not write it again.
-	if err := r.store.Client().HDel(ctx, r.store.Keys().Parents(shard.Of(shard.Hash("c1"), 4)), "c1").Err(); err != nil {
+	if err := r.store.Client().HDel(ctx, r.store.Keys().Parents(shard.Of(shard.Hash("c1"), 4)), shard.ParentField("c1")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

@@ -91,9 +91,10 @@ func (k Keys) layoutSeen() string { return k.prefix + ":layout_seen" }
 // sweeper: {epoch, misplaced, moved, total, updated_ms}.
 func (k Keys) migration() string { return k.prefix + ":migration" }
 
-// Parents is shard i's HASH: device id -> the id of its gateway (SPEC §14),
-// only for devices that named one; written by ingest when a device's
-// parent changes, so a fleet without parents has no such key.
+// Parents is shard i's HASH: ParentField(device id) -> the id of its
+// gateway (SPEC §14), only for devices that named one; written by ingest
+// when a device's parent changes, so a fleet without parents has no such
+// key.
 func (k Keys) Parents(i int) string { return k.shardKey(i, "parents") }
 
 // gateways is shard i's SET of the devices of shard i some child named as

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,6 +16,28 @@ import (
 // kinHead is the head of a shard batch's parent commands: command, key.
 const kinHead = 2
 
+// ParentField is device id's field in its shard's parents HASH: the top
+// 48 bits of its routing hash, six bytes, not its id. A child then costs
+// its parent's id and a hash entry's overhead (at most 62 B: six bytes and
+// their header fit jemalloc's 8-byte class), however long its own id is.
+// The shard is chosen by the hash's low bits, so the top 48 tell a shard's
+// devices apart: two of them sharing a parent entry takes about 2^24
+// children in one shard for even odds of one pair.
+func ParentField(id string) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], Hash(id))
+	return string(b[:6])
+}
+
+// parentFields are the ParentFields of ids.
+func parentFields(ids []string) []string {
+	out := make([]string, len(ids))
+	for k, id := range ids {
+		out[k] = ParentField(id)
+	}
+	return out
+}
+
 // SetParent records a parent change of device id, in shard i: parent, in
 // shard pi, is its gateway now; "" removes it. Ingest calls it only when a
 // device's parent changed, so a fleet without parents sends nothing more.
@@ -24,18 +47,29 @@ func (b *Batch) SetParent(i int, id, parent string, pi int) {
 		if len(sb.unparents) == 0 {
 			sb.unparents = append(sb.unparents, nil, nil)
 		}
-		sb.unparents = append(sb.unparents, id)
+		sb.unparents = append(sb.unparents, ParentField(id))
 		return
 	}
 	if len(sb.parents) == 0 {
 		sb.parents = append(sb.parents, nil, nil)
 	}
-	sb.parents = append(sb.parents, id, parent)
+	sb.parents = append(sb.parents, ParentField(id), parent)
 	pb := b.shard(pi)
 	if len(pb.named) == 0 {
 		pb.named = append(pb.named, nil, nil)
 	}
 	pb.named = append(pb.named, parent)
+}
+
+// forgetParents queues the removal of the parents of devices ids (a
+// tombstone) of shard i in p.
+func (s *Store) forgetParents(ctx context.Context, p redis.Pipeliner, i int, ids []any) {
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, "hdel", s.keys.Parents(i))
+	for _, id := range ids {
+		args = append(args, ParentField(id.(string)))
+	}
+	p.Do(ctx, args...)
 }
 
 // writeKin queues shard i's parent changes of the batch in p.
@@ -88,12 +122,12 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin
 	var exists *redis.IntCmd
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		exists = p.Exists(ctx, s.keys.Parents(i), s.keys.gateways(i), s.keys.holds(i))
-		parents = p.HMGet(ctx, s.keys.Parents(i), ids...)
+		parents = p.HMGet(ctx, s.keys.Parents(i), parentFields(ids)...)
 		named = p.SMIsMember(ctx, s.keys.gateways(i), toAny(ids)...)
 		holds = p.HMGet(ctx, s.keys.holds(i), ids...)
 		for k := range other {
 			if o := other[k]; o >= 0 && o != i {
-				elsewhere = append(elsewhere, p.HGet(ctx, s.keys.Parents(o), ids[k]))
+				elsewhere = append(elsewhere, p.HGet(ctx, s.keys.Parents(o), ParentField(ids[k])))
 				namedElsewhere = append(namedElsewhere, p.SIsMember(ctx, s.keys.gateways(o), ids[k]))
 			} else {
 				elsewhere, namedElsewhere = append(elsewhere, nil), append(namedElsewhere, nil)
@@ -382,7 +416,7 @@ func (s *Store) MoveKin(ctx context.Context, from, to int, ids []string) error {
 	var parents, holds *redis.SliceCmd
 	var named *redis.BoolSliceCmd
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		parents = p.HMGet(ctx, s.keys.Parents(from), ids...)
+		parents = p.HMGet(ctx, s.keys.Parents(from), parentFields(ids)...)
 		named = p.SMIsMember(ctx, s.keys.gateways(from), toAny(ids)...)
 		holds = p.HMGet(ctx, s.keys.holds(from), ids...)
 		return nil
@@ -394,7 +428,8 @@ func (s *Store) MoveKin(ctx context.Context, from, to int, ids []string) error {
 	var psIDs, hsIDs, gsIDs []string
 	for k, id := range ids {
 		if v, ok := parents.Val()[k].(string); ok {
-			ps, psIDs = append(ps, id, v), append(psIDs, id)
+			f := ParentField(id)
+			ps, psIDs = append(ps, f, v), append(psIDs, f)
 		}
 		if v, ok := holds.Val()[k].(string); ok {
 			hs, hsIDs = append(hs, id, v), append(hsIDs, id)
@@ -429,7 +464,7 @@ func (s *Store) MoveKin(ctx context.Context, from, to int, ids []string) error {
 
 // ParentOf returns the parent of device id of shard i ("" when none).
 func (s *Store) ParentOf(ctx context.Context, i int, id string) (string, error) {
-	v, err := s.rdb.HGet(ctx, s.keys.Parents(i), id).Result()
+	v, err := s.rdb.HGet(ctx, s.keys.Parents(i), ParentField(id)).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
@@ -519,7 +554,7 @@ func (s *Store) Unreachable(ctx context.Context, i int, ids []string) (parents [
 	if len(ids) == 0 {
 		return parents, orphaned, nil
 	}
-	vals, err := s.rdb.HMGet(ctx, s.keys.Parents(i), ids...).Result()
+	vals, err := s.rdb.HMGet(ctx, s.keys.Parents(i), parentFields(ids)...).Result()
 	if err != nil {
 		return nil, nil, fmt.Errorf("read parents of shard %d: %w", i, err)
 	}

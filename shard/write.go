@@ -65,7 +65,8 @@ func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{})
 	err := s.writeShards(ctx, b.touched, func(p, elsewhere redis.Pipeliner, i int) {
 		sb := &b.shards[i]
 		if len(sb.reforgets) > 0 {
-			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i), s.keys.Parents(i), s.keys.holds(i)}, sb.reforgets...)
+			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i), s.keys.holds(i)}, sb.reforgets...)
+			s.forgetParents(ctx, p, i, sb.reforgets)
 		}
 		if sb.n > 0 {
 			sb.zadd[0], sb.zadd[1], sb.zadd[2] = "zadd", s.keys.Deadlines(i), "gt"
@@ -83,7 +84,8 @@ func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{})
 		}
 		s.writeKin(ctx, p, i, sb)
 		if len(sb.forgets) > 0 {
-			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i), s.keys.Parents(i), s.keys.holds(i)}, sb.forgets...)
+			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i), s.keys.holds(i)}, sb.forgets...)
+			s.forgetParents(ctx, p, i, sb.forgets)
 		}
 	})
 	if err != nil {

@@ -3,8 +3,7 @@
 -- KEYS[1]  deadlines ZSET of the shard
 -- KEYS[2]  down ZSET of the shard
 -- KEYS[3]  overrides HASH of the shard
--- KEYS[4]  parents HASH of the shard
--- KEYS[5]  holds HASH of the shard
+-- KEYS[4]  holds HASH of the shard
 -- ARGV[1 ..]  device ids
 --
 -- Returns the number of devices that were tracked.
@@ -14,6 +13,5 @@ for k = 1, #ARGV do
   redis.call('ZREM', KEYS[2], ARGV[k])
   redis.call('HDEL', KEYS[3], ARGV[k])
   redis.call('HDEL', KEYS[4], ARGV[k])
-  redis.call('HDEL', KEYS[5], ARGV[k])
 end
 return n
