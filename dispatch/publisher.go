@@ -227,6 +227,10 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 	return nil
 }
 
+// noLateness is the deadline of a message whose lateness is not observed
+// (timeouts.Kin.Held).
+const noLateness = -1
+
 // KinTimeouts is Timeouts for a group some of whose devices have a family
 // (SPEC §14): kin says, per device, what its event says of it; a device
 // whose parent is down is published as unreachable. Unreachable events
@@ -256,7 +260,11 @@ func (p *Publisher) KinTimeouts(ctx context.Context, shardID int, due []shard.Me
 		}
 		b.appendKey(mem.ID)
 		b.buf = appendKinned(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID, k)
-		b.endValue(deadlineMs)
+		if kn.Held {
+			b.endValue(noLateness)
+		} else {
+			b.endValue(deadlineMs)
+		}
 	}
 	b.seal(detectedAt)
 	if err := p.publish(ctx, b, TypeTimeout); err != nil {
@@ -444,7 +452,9 @@ func (p *Publisher) acked(kind string, deadlines []int64, at time.Time) {
 	p.m.TimeoutsPublished.Add(float64(len(deadlines)))
 	atMs := at.UnixMilli()
 	for _, d := range deadlines {
-		p.m.Lateness.Observe(float64(atMs-d) / 1e3)
+		if d != noLateness {
+			p.m.Lateness.Observe(float64(atMs-d) / 1e3)
+		}
 	}
 }
 

@@ -167,6 +167,7 @@ func (f *family) recheck(p parentSeen) int64 {
 // longer waiting for parent).
 func (f *family) fireAt(a *act, orig float64, waiting bool, parent, id string) {
 	a.fire, a.to = true, orig
+	a.note.Held = waiting
 	if waiting {
 		a.rescore, a.wait = true, nil
 		if parent != "" {

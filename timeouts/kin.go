@@ -12,4 +12,8 @@ type Kin struct {
 	// carries ChildrenHeld ("children_held"), 0 included.
 	Gateway      bool
 	ChildrenHeld int64
+	// Held: the device waited for its parent past its deadline, so the
+	// time from its deadline to its event measures its parent's silence,
+	// not flatline: it stays out of the detection lateness.
+	Held bool
 }

@@ -69,6 +69,11 @@ func TestDeadGatewaysAreOneAlarmEach(t *testing.T) {
 		t.Errorf("flatline_unreachable_total %v, want 300", n)
 	}
 	m := f.metrics(t)
+	// The children's events measure their gateways' silence, not
+	// flatline's lateness: the three gateways' timeouts alone count.
+	if n, ok := m.Value("flatline_detection_lateness_seconds"); !ok || n != 3 {
+		t.Errorf("detection lateness observed %v times (present %v), want 3", n, ok)
+	}
 	for state, want := range map[string]float64{"timed_out": 3, "unreachable": 300} {
 		if got, ok := m.Value("flatline_devices_down", "class", "", "state", state); !ok || got != want {
 			t.Errorf("flatline_devices_down{state=%q} = %v (present %v), want %v", state, got, ok, want)
