@@ -104,14 +104,20 @@ func (p *processor) recordKin() {
 	}
 }
 
-// returnOrphans gives the children a parent of back left unreachable their
-// own timeout again from the parent's return (SPEC §14): a child that
-// does not beat by then is known dead and times out. Retried like the
-// batch's write: the batch's offsets wait for it.
+// returnOrphans gives the children waiting for a parent of back (held
+// while it was silent, or left unreachable while it was down) their own
+// timeout again from the parent's return (SPEC §14): a child that does
+// not beat by then is known dead and times out. Retried like the batch's
+// write: the batch's offsets wait for it.
 func (p *processor) returnOrphans(ctx context.Context, back []shard.Recovered) error {
-	rs := make([]shard.Return, len(back))
-	for k, r := range back {
-		rs[k] = shard.Return{ID: r.ID, SeenAtMs: p.entries[p.latest[r.ID]].atMs}
+	rs := make([]shard.Return, 0, len(back))
+	seen := make(map[string]bool, len(back))
+	for _, r := range back {
+		if seen[r.ID] {
+			continue // back from a timeout and awaited: one return
+		}
+		seen[r.ID] = true
+		rs = append(rs, shard.Return{ID: r.ID, SeenAtMs: p.entries[p.latest[r.ID]].atMs})
 	}
 	return p.retryRedis(ctx, func(ctx context.Context) error {
 		_, err := p.in.opts.Store.ReturnOrphans(ctx, p.in.opts.Layout.Current(), rs)

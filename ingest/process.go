@@ -141,6 +141,9 @@ func (p *processor) recovered(ctx context.Context, back []shard.Recovered) error
 	in := p.in
 	rs := make([]timeouts.Recovery, 0, len(back))
 	for _, r := range back {
+		if r.Awaited {
+			continue // a parent back from a silence, not from a timeout
+		}
 		down, meta := shard.DecodeScore(r.DownScore)
 		if meta.Has(shard.FlagPadded) {
 			down -= in.cfg.CoalesceWindow.Milliseconds()

@@ -2,6 +2,7 @@ package scanner
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/flatline-dev/flatline/shard"
@@ -23,6 +24,10 @@ type family struct {
 	// (parent → child, timeout pairs), unwaited those no longer waiting.
 	orphans  map[string][]any
 	unwaited map[string][]string
+	// awaited are the parents some child began to wait for, l the layout
+	// their shards are under.
+	awaited []string
+	l       shard.Layout
 	// stale are the members whose hold a heartbeat ended.
 	stale []string
 }
@@ -148,6 +153,9 @@ func (f *family) decide(k int) {
 		a.fire, a.rescore, a.to, a.wait = false, true, to, &shard.Wait{Orig: orig, At: to}
 		if !waiting {
 			f.orphan(kn.Parent, m.ID, timeout)
+			if !slices.Contains(f.awaited, kn.Parent) {
+				f.awaited = append(f.awaited, kn.Parent)
+			}
 		}
 	}
 }
@@ -191,14 +199,19 @@ func (f *family) unwait(parent, id string) {
 }
 
 // apply carries the decisions out, in steps: remember the children now
-// waiting for their parent (first: a child remembered in vain, one that
-// beat meanwhile, is one that does not come back when its parent does,
-// harmless), rescore, forget the children no longer waiting and the
+// waiting for their parent, and mark the parent awaited, so that ingest
+// gives them their own timeout from its next heartbeat (first: a child
+// remembered in vain, one that beat meanwhile, is one that is not found
+// waiting when its parent returns, harmless), rescore, forget the children no longer waiting and the
 // holds heartbeats ended, count the gateways' held children. It returns
 // the members that fire, at the score they fire at, and their notes.
 func (f *family) apply(ctx context.Context) ([]shard.Member, map[string]timeouts.Kin, error) {
 	st := f.sc.s.opts.Store
-	if err := st.AddOrphans(ctx, f.orphans, f.sc.s.downMemory()+time.Duration(f.maxHold)*time.Millisecond); err != nil {
+	ttl := f.sc.s.downMemory() + time.Duration(f.maxHold)*time.Millisecond
+	if err := st.AddOrphans(ctx, f.orphans, ttl); err != nil {
+		return nil, nil, err
+	}
+	if err := st.Await(ctx, f.l, f.awaited, f.now, ttl); err != nil {
 		return nil, nil, err
 	}
 	var ms []shard.Member

@@ -88,7 +88,7 @@ func (sc *shardScanner) gateways(ctx context.Context, batch []shard.Member, over
 	}
 	f := &family{sc: sc, batch: batch, kin: kin, overrides: overrides, now: s.opts.Now().UnixMilli(),
 		upTo: s.opts.Gate.upTo(s.opts.Now()), maxHold: s.opts.Gateways.Config.MaxHold.Milliseconds(),
-		acts: make([]act, len(batch))}
+		acts: make([]act, len(batch)), l: l}
 	if err := f.readParents(ctx, l); err != nil {
 		return nil, nil, err
 	}

@@ -107,6 +107,13 @@ func (k Keys) gateways(i int) string { return k.shardKey(i, "gateways") }
 // child's score is the held score; a heartbeat that moved it on ends it.
 func (k Keys) holds(i int) string { return k.shardKey(i, "holds") }
 
+// awaited is shard i's ZSET of its devices that children wait for (held
+// while their parent was silent): member = parent id, score = when a child
+// last began to wait (Unix ms). A write looks its devices up in it (see
+// Store.lookAwaited): a parent's first heartbeat gives its waiting
+// children their own timeout from that heartbeat.
+func (k Keys) awaited(i int) string { return k.shardKey(i, "awaited") }
+
 // orphans is parent's HASH: child id -> the child's timeout in ms, for the
 // children held or reported unreachable while parent was silent. It has
 // the parent's id as its hash tag, not a shard's: a parent's children live

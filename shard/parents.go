@@ -353,11 +353,12 @@ type Return struct {
 	SeenAtMs int64
 }
 
-// ReturnOrphans gives the children reported unreachable while a parent of
-// back was down their own timeout again from the parent's return (a child
-// that already beat again is left as it is), then forgets them all, in two
-// round trips. A child comes back into its home shard under l, and while
-// l migrates its previous one too: only where it is down.
+// ReturnOrphans gives the children waiting for a parent of back (held for
+// it, or reported unreachable while it was down) their own timeout again
+// from the parent's return (see orphan_return.lua; a child that already
+// beat again is left as it is), then forgets them all and the parent's
+// awaited mark, in two round trips. A child is looked for in its home
+// shard under l, and while l migrates in its previous one too.
 func (s *Store) ReturnOrphans(ctx context.Context, l Layout, back []Return) (int, error) {
 	if len(back) == 0 {
 		return 0, nil
@@ -375,17 +376,14 @@ func (s *Store) ReturnOrphans(ctx context.Context, l Layout, back []Return) (int
 	var returned []*redis.Cmd
 	cmds, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k, r := range back {
+			h := Hash(r.ID)
+			p.ZRem(ctx, s.keys.awaited(l.ShardOf(h)), r.ID)
 			for id, v := range all[k].Val() {
 				tmo, _ := strconv.ParseInt(v, 10, 64)
-				base := Score(r.SeenAtMs+tmo, 0)
-				h := Hash(id)
-				shards := []int{l.ShardOf(h)}
-				if prev, moved := l.PreviousOf(h); moved {
-					shards = append(shards, prev)
-				}
-				for _, i := range shards {
+				for _, i := range homes(l, id) {
 					returned = append(returned, scriptOrphanRet.Run(ctx, p,
-						[]string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, id, int64(base), tmo))
+						[]string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i), s.keys.holds(i)},
+						id, r.SeenAtMs-Epoch, tmo))
 				}
 			}
 			if len(all[k].Val()) > 0 {
@@ -404,6 +402,17 @@ func (s *Store) ReturnOrphans(ctx context.Context, l Layout, back []Return) (int
 		}
 	}
 	return n, nil
+}
+
+// homes are device id's shards under l: its own, and while l migrates its
+// previous one when that differs.
+func homes(l Layout, id string) []int {
+	h := Hash(id)
+	out := []int{l.ShardOf(h)}
+	if prev, moved := l.PreviousOf(h); moved {
+		out = append(out, prev)
+	}
+	return out
 }
 
 // MoveKin moves the parent, gateway and hold entries of ids from shard
@@ -642,4 +651,93 @@ func (s *Store) scanKeys(ctx context.Context, pattern string) ([]string, error) 
 		return out, err
 	}
 	return out, scan(ctx, s.rdb)
+}
+
+// awaitedLookEvery is how often a write asks whether a shard's awaited set
+// exists: a parent marked awaited is looked for by writes at most this
+// late; a heartbeat of it before then is left to its children's next look
+// at it (scanner), which is later.
+const awaitedLookEvery = 1000 // ms
+
+// awaitLook is a write's look at a shard's awaited set: whether it exists
+// (every awaitedLookEvery), and which devices of the batch it holds (while
+// it exists).
+type awaitLook struct {
+	shard  int
+	exists *redis.IntCmd
+	check  *redis.Cmd
+}
+
+// lookAwaited queues in p the look at shard i's awaited set for the batch's
+// members sb: for a shard without one, an EXISTS and a ZMSCORE (of a key
+// that is not there) a second, nothing more, so a fleet without parents
+// pays next to nothing.
+func (s *Store) lookAwaited(ctx context.Context, p redis.Pipeliner, i int, sb *shardBatch, looks []awaitLook) []awaitLook {
+	now := s.wakes.Now().UnixMilli()
+	look := awaitLook{shard: i}
+	if at := s.awaitedAt[i].Load(); now-at >= awaitedLookEvery && s.awaitedAt[i].CompareAndSwap(at, now) {
+		look.exists = p.Exists(ctx, s.keys.awaited(i))
+	}
+	// Looked up also when the set is asked for: a write that finds it
+	// first does not miss the parent it holds.
+	if s.awaitedOn[i].Load() || look.exists != nil {
+		args := make([]any, 0, 2+sb.n)
+		args = append(args, "zmscore", s.keys.awaited(i))
+		for k := zaddHead + 1; k < len(sb.zadd); k += 2 {
+			args = append(args, sb.zadd[k])
+		}
+		look.check = p.Do(ctx, args...)
+	}
+	if look.exists == nil && look.check == nil {
+		return looks
+	}
+	return append(looks, look)
+}
+
+// awaitedFound appends to back the batch's devices its looks found
+// awaited, as Awaited, and notes which shards' awaited sets exist.
+func (s *Store) awaitedFound(b *Batch, looks []awaitLook, back []Recovered) []Recovered {
+	for _, look := range looks {
+		if look.exists != nil && look.exists.Err() == nil {
+			s.awaitedOn[look.shard].Store(look.exists.Val() > 0)
+		}
+		if look.check == nil {
+			continue
+		}
+		vals, err := look.check.Slice()
+		if err != nil {
+			continue // the scanner's own look at the parent covers it
+		}
+		sb := &b.shards[look.shard]
+		for k, v := range vals {
+			if v != nil && k < len(sb.ids) {
+				back = append(back, Recovered{Shard: look.shard, ID: sb.ids[k], Awaited: true})
+			}
+		}
+	}
+	return back
+}
+
+// Await marks parents (in their shards under l) as awaited by children
+// held for them at nowMs, and drops the marks older than ttl.
+func (s *Store) Await(ctx context.Context, l Layout, parents []string, nowMs int64, ttl time.Duration) error {
+	if len(parents) == 0 {
+		return nil
+	}
+	pruned := make(map[int]bool)
+	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, parent := range parents {
+			i := l.ShardOf(Hash(parent))
+			p.ZAdd(ctx, s.keys.awaited(i), redis.Z{Score: float64(nowMs), Member: parent})
+			if !pruned[i] {
+				pruned[i] = true
+				p.ZRemRangeByScore(ctx, s.keys.awaited(i), "-inf", "("+strconv.FormatInt(nowMs-ttl.Milliseconds(), 10))
+			}
+		}
+		return nil
+	})
+	if err := readErr(cmds, err); err != nil {
+		return fmt.Errorf("mark parents awaited: %w", err)
+	}
+	return nil
 }

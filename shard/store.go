@@ -54,8 +54,12 @@ type Store struct {
 	// downs remembers per shard whether its down set existed at its last
 	// write (see Write).
 	downs [MaxShards]atomic.Bool
-	dur   Durability
-	wakes Wakes
+	// awaitedOn remembers per shard whether its awaited set existed when
+	// a write last looked (awaitedAt, Unix ms): see lookAwaited.
+	awaitedOn [MaxShards]atomic.Bool
+	awaitedAt [MaxShards]atomic.Int64
+	dur       Durability
+	wakes     Wakes
 }
 
 // Options configure a Store.

@@ -37,6 +37,10 @@ type family struct {
 
 	mu     sync.Mutex
 	silent map[string]bool
+	// returning are the devices silenced and let beat again, until their
+	// first heartbeat after it; back is that heartbeat's ts.
+	returning map[string]bool
+	back      map[string]int64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -55,7 +59,8 @@ func startFamilyOn(t *testing.T, cfg configs.Config, kf *testenv.KafkaCluster, g
 	t.Helper()
 	cfg.Storm.MaxHold = 0
 	inst := e2etest.Start(t, cfg, app.Hooks{})
-	f := &family{children: map[string][]string{}, silent: map[string]bool{}, done: make(chan struct{}), inst: inst, cfg: cfg}
+	f := &family{children: map[string][]string{}, silent: map[string]bool{}, returning: map[string]bool{}, back: map[string]int64{},
+		done: make(chan struct{}), inst: inst, cfg: cfg}
 	for g := range gateways {
 		gw := fmt.Sprintf("g-%d", g)
 		f.gateways = append(f.gateways, gw)
@@ -87,6 +92,10 @@ func (f *family) run(ctx context.Context, t *testing.T, w *kafka.Writer) {
 			if k++; k%phases == slot%phases && !f.silent[id] {
 				msgs = append(msgs, kafka.Message{Key: []byte(id), Time: now,
 					Value: []byte(`{"device_id":"` + id + `","ts":` + ts + extra + `}`)})
+				if f.returning[id] {
+					delete(f.returning, id)
+					f.back[id] = now.UnixMilli()
+				}
 			}
 		}
 		for _, gw := range f.gateways {
@@ -117,8 +126,18 @@ func (f *family) silence(on bool, ids ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, id := range ids {
+		if f.silent[id] && !on {
+			f.returning[id] = true
+		}
 		f.silent[id] = on
 	}
+}
+
+// backAt is the ts of id's first heartbeat after its silence ended.
+func (f *family) backAt(id string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.back[id]
 }
 
 // all are every device of the family.

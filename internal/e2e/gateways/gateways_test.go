@@ -183,3 +183,31 @@ func TestGatewayBackAfterItsTimeoutWithChildrenLost(t *testing.T) {
 		}
 	}
 }
+
+// A gateway silent for less than its own timeout comes back, and so do its
+// children but one: that one, known dead once its gateway is back, times
+// out once, naming its gateway, at its own timeout from the gateway's
+// first heartbeat after the silence.
+func TestChildLostDuringAShortGatewaySilence(t *testing.T) {
+	t.Parallel()
+	f, c := startFamily(t, 1, 10)
+	kids := f.children["g-0"]
+	f.silence(true, f.all()...)
+	silent := time.Now()
+	e2etest.Eventually(t, gatewayTimeout, "the children held", func() bool {
+		return f.device(t, kids[0]).State == inspect.StateHeld
+	})
+	time.Sleep(time.Until(silent.Add(gatewayTimeout - time.Second)))
+	f.silence(false, "g-0")
+	time.Sleep(beatEvery)
+	f.silence(false, kids[1:]...)
+	got := events(t, c, 1)
+	es := got[kids[0]]
+	back := f.backAt("g-0")
+	if len(es) != 1 {
+		t.Fatalf("events %v, want one timeout of %s", got, kids[0])
+	}
+	if e := es[0].Ev; e.Type != dispatch.TypeTimeout || e.Parent != "g-0" || e.LastSeenMs != back || e.DeadlineMs != back+childTimeout.Milliseconds() {
+		t.Errorf("%+v, want a timeout under g-0 from its return at %d", e, back)
+	}
+}
