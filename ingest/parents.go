@@ -94,6 +94,9 @@ func (p *processor) routeKin(l shard.Layout) {
 // recordKin, once the batch is written, remembers its parent changes and
 // forgets its deregistered devices.
 func (p *processor) recordKin() {
+	if p.pm == nil {
+		return // a processor of a test, built without a generation
+	}
 	if len(p.kin) > 0 {
 		p.pm.record(p.kin)
 	}

@@ -97,7 +97,7 @@ func (p *processor) decode(chunks []chunk, order []uint16) {
 // coalesce is prepare's second part, run for the batches in their order:
 // it drops the entries the coalescing memory says are written already.
 func (p *processor) coalesce() {
-	if p.withParents {
+	if p.withParents && p.pm != nil {
 		// Before coalescing: a parent change is written even when the
 		// deadline beside it is covered.
 		p.kin = p.pm.changes(p.entries, p.kin[:0])
