@@ -55,14 +55,18 @@ const kinlessFor = time.Second
 // parent is silent waits for its parent instead of firing. Of batch it
 // returns the members that fire now, each at the score to fire at, and
 // what their events say of their family (nil when none has any: a fleet
-// without parents pays one round trip per group for finding that out).
+// without parents pays a round trip a second per shard with due devices
+// for finding that out, see kinlessFor).
 //
 // At a child's deadline D (timeout T), its parent not heard since D − T/2
 // holds it: it is given its parent's deadline (+ recheckSlack) as its own,
-// remembering D (shard.Wait), and is looked at again then. By then either
-// the parent beat again at R (the child gets its own timeout from R), or
-// it timed out (the child is published as unreachable, with D's event id),
-// or neither yet (it waits on, at most gateways.max_hold from D). Each
+// remembering D (shard.Wait), and its parent is marked awaited. The
+// parent's first heartbeat R after that gives the child its own timeout
+// from R (ingest, shard.Store.ReturnOrphans). Else the child is looked at
+// again at that deadline: the parent beat again (the child gets its own
+// timeout from the parent's latest heartbeat), or it timed out (the child
+// is published as unreachable, with D's event id), or neither yet (it
+// waits on, at most gateways.max_hold from D). Each
 // score change is conditional on the score read, so a child that beats
 // meanwhile just goes on. The parent is read with its own commands: it may
 // live on another Redis Cluster node than its child.
