@@ -199,7 +199,7 @@ func (a *App) buildScanners(hooks Hooks) error {
 		Store: a.Store, Dispatcher: a.publisher, Gate: a.Gate, Layout: a.Watcher, Metrics: a.Metrics, Log: a.log,
 		RecoveryWindow: cfg.Dispatch.RecoveryWindow, MinDownMemory: hooks.MinDownMemory,
 		DrainTimeout: drainTimeout(cfg.ShutdownTimeout), Timing: a.publisher.Timing, Hooks: hooks.Scanner,
-		Maintenance: a.maint, ClassOf: a.publisher.ClassOf,
+		Maintenance: a.maint, ClassOf: a.publisher.ClassOf, Gateways: &cfg.Gateways,
 	})
 	if err != nil {
 		return err

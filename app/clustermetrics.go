@@ -21,8 +21,11 @@ import (
 // watermarks; one ZCOUNT per shard of the down sets; and, while at most
 // inspect.DownByClassMax devices are down, one pipeline of down_count.lua
 // per shard to split them by class (more when a shard holds more than
-// shard.DownCountChunk of them); while a maintenance window is open, two
-// pipelines over the shards' held records.
+// shard.DownCountChunk of them); an HLEN per shard of the gateway holds
+// (and the holds of the shards with some); while devices are down a SCAN
+// of the gateways' orphans, whose children (at most
+// inspect.DownByClassMax) are looked up in their shards; and while a
+// maintenance window is open, two pipelines over the shards' held records.
 func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	l, _, err := a.Store.Layout(ctx)
 	if err != nil {
@@ -49,30 +52,58 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 	if err != nil {
 		return metrics.Cluster{}, err
 	}
+	held, err := a.Store.HeldCount(ctx, n)
+	if err != nil {
+		return metrics.Cluster{}, err
+	}
+	c.Held = map[string]int64{"gateway": held}
 	c.Down = down.ByClass
 	if c.Down == nil {
 		c.Down = map[string]int64{metrics.DownAllClasses: down.Total}
 	}
-	if c.Held, err = a.readHeld(ctx, n); err != nil {
+	if c.Held["maintenance"], err = a.maintenanceHeld(ctx, n); err != nil {
 		return metrics.Cluster{}, err
 	}
+	if down.Total > 0 {
+		c.Unreachable, err = a.unreachable(ctx, l, inspect.DownSince(a.cfg.Dispatch.RecoveryWindow, now))
+		return c, err
+	}
+	c.Unreachable = map[string]int64{}
 	return c, nil
 }
 
-// readHeld counts the devices the open maintenance windows hold: no read
-// at all while none is open (as this instance last loaded them).
-func (a *App) readHeld(ctx context.Context, n int) (map[string]int64, error) {
+// maintenanceHeld counts the devices the open maintenance windows hold: no
+// read at all while none is open (as this instance last loaded them).
+func (a *App) maintenanceHeld(ctx context.Context, n int) (int64, error) {
 	open := a.maint.Open()
-	held := map[string]int64{"maintenance": 0}
 	if len(open) == 0 {
-		return held, nil
+		return 0, nil
 	}
 	counts, err := a.Store.HeldCounts(ctx, n)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
+	var held int64
 	for _, w := range open {
-		held["maintenance"] += counts[w.ID]
+		held += counts[w.ID]
 	}
 	return held, nil
+}
+
+// unreachable splits the devices down as unreachable by class name, nil
+// when more than inspect.DownByClassMax children wait for their parents.
+func (a *App) unreachable(ctx context.Context, l shard.Layout, sinceMs int64) (map[string]int64, error) {
+	byID, ok, err := a.Store.UnreachableDown(ctx, l, sinceMs, inspect.DownByClassMax)
+	if err != nil || !ok {
+		return nil, err
+	}
+	out := make(map[string]int64)
+	for id, n := range byID {
+		name := ""
+		if c, ok := a.policy.ByID(id); ok {
+			name = c.Name
+		}
+		out[name] += n
+	}
+	return out, nil
 }

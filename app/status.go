@@ -59,6 +59,6 @@ func (a *App) status(ctx context.Context) (any, error) {
 // down -o json` prints for the same --class, with the cursor of the next.
 func (a *App) devicesDown(ctx context.Context, q httpapi.DevicesDownQuery) (any, error) {
 	return inspect.ListDown(ctx, a.Store, a.policy, inspect.DownQuery{
-		Class: q.Class, Limit: q.Limit, Cursor: q.Cursor, Window: a.cfg.Dispatch.RecoveryWindow, Pad: a.cfg.Ingest.CoalesceWindow,
+		Class: q.Class, Parent: q.Parent, Limit: q.Limit, Cursor: q.Cursor, Window: a.cfg.Dispatch.RecoveryWindow, Pad: a.cfg.Ingest.CoalesceWindow,
 	}, time.Now())
 }

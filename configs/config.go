@@ -44,14 +44,15 @@ const (
 // Config is flatline's whole configuration: one section per stage, each
 // owned and validated by its package, plus the process-wide keys.
 type Config struct {
-	Redis    redisconn.Config `config:"redis"`
-	Kafka    kafkaconn.Config `config:"kafka"`
-	Ingest   ingest.Config    `config:"ingest"`
-	Timeouts timeouts.Config  `config:"timeouts"`
-	Shards   rebalance.Config `config:"shards"`
-	Scanner  scanner.Config   `config:"scanner"`
-	Dispatch dispatch.Config  `config:"dispatch"`
-	Storm    storm.Config     `config:"storm"`
+	Redis    redisconn.Config       `config:"redis"`
+	Kafka    kafkaconn.Config       `config:"kafka"`
+	Ingest   ingest.Config          `config:"ingest"`
+	Timeouts timeouts.Config        `config:"timeouts"`
+	Shards   rebalance.Config       `config:"shards"`
+	Scanner  scanner.Config         `config:"scanner"`
+	Dispatch dispatch.Config        `config:"dispatch"`
+	Storm    storm.Config           `config:"storm"`
+	Gateways scanner.GatewaysConfig `config:"gateways"`
 	// Maintenance bounds maintenance windows (`flatline maintenance`).
 	Maintenance maintenance.Config `config:"maintenance"`
 	HTTP        httpapi.Config     `config:"http"`
@@ -83,6 +84,7 @@ func Default() Config {
 		Dispatch:        dispatch.DefaultConfig(),
 		Storm:           storm.DefaultConfig(),
 		Maintenance:     maintenance.DefaultConfig(),
+		Gateways:        scanner.DefaultGatewaysConfig(),
 		HTTP:            httpapi.DefaultConfig(),
 		Log:             logging.DefaultConfig(),
 		Roles:           []string{RoleIngest, RoleScanner},
@@ -111,7 +113,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, v := range []interface{ Validate() error }{
-		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.Storm, c.Maintenance, c.HTTP, c.Log,
+		c.Kafka, c.Ingest, c.Timeouts, c.Shards, c.Scanner, c.Dispatch, c.Storm, c.Gateways, c.Maintenance, c.HTTP, c.Log,
 	} {
 		if err := v.Validate(); err != nil {
 			return err

@@ -9,6 +9,10 @@ import (
 const (
 	TypeTimeout   = "timeout"
 	TypeRecovered = "recovered"
+	// TypeUnreachable is the silence of a device whose parent is down
+	// (SPEC §14): published instead of its timeout, with the same
+	// event_id.
+	TypeUnreachable = "unreachable"
 	// TypeStorm covers storm_started and storm_ended: published by the
 	// storm guard, not counted as timeouts.
 	TypeStorm = "storm"
@@ -21,7 +25,11 @@ type Event struct {
 	Type     string `json:"type"`
 	DeviceID string `json:"device_id"`
 
-	// Timeout events.
+	// Parent is the gateway of the device of a timeout or unreachable
+	// event, when it has one.
+	Parent string `json:"parent,omitempty"`
+
+	// Timeout (and unreachable) events.
 	LastSeenMs   int64  `json:"last_seen_ms,omitempty"`
 	DeadlineMs   int64  `json:"deadline_ms,omitempty"`
 	DetectedAtMs int64  `json:"detected_at_ms,omitempty"`
@@ -31,6 +39,9 @@ type Event struct {
 	// StormID names the storm a timeout belongs to (and the storm of a
 	// storm_started or storm_ended event).
 	StormID string `json:"storm_id,omitempty"`
+	// ChildrenHeld is, on the timeout of a device named as a parent, how
+	// many of its children were held when it was detected (0 included).
+	ChildrenHeld *int64 `json:"children_held,omitempty"`
 	// MaintenanceID names the maintenance window a timeout's device was
 	// held by: it stayed silent past the window's end (package
 	// maintenance).
@@ -59,7 +70,14 @@ func (e Event) appendJSON(dst []byte) []byte {
 	if e.Type == TypeRecovered {
 		return appendRecovered(dst, e.DeviceID, e.DownSinceMs, e.SeenAtMs)
 	}
-	return appendTimeout(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard, e.StormID, e.MaintenanceID)
+	x := extras{parent: e.Parent, stormID: e.StormID, maintenanceID: e.MaintenanceID}
+	if e.Type == TypeUnreachable {
+		x.typ = TypeUnreachable
+	}
+	if e.ChildrenHeld != nil {
+		x.gateway, x.childrenHeld = true, *e.ChildrenHeld
+	}
+	return appendTimeout(dst, e.DeviceID, e.LastSeenMs, e.DeadlineMs, e.DetectedAtMs, e.TimeoutMs, e.Class, e.Shard, x)
 }
 
 // MarshalJSON makes json.Marshal produce the wire format.
@@ -75,12 +93,30 @@ func recoveredEventID(deviceID string, seenAtMs int64) string {
 	return deviceID + "/" + strconv.FormatInt(seenAtMs, 10) + "/r"
 }
 
-// appendTimeout is the hot-path encoder of a timeout event: no reflection,
-// no allocation beyond growing dst.
-func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, timeoutMs int64, class string, shard int, stormID, maintenanceID string) []byte {
-	dst = append(dst, `{"type":"timeout","device_id":"`...)
+// extras is what a timeout or unreachable event says besides a plain
+// timeout's fields: its type ("" is timeout), its device's family (SPEC
+// §14), its storm, the maintenance window that released it (§15).
+type extras struct {
+	typ, parent, stormID, maintenanceID string
+	gateway                             bool
+	childrenHeld                        int64
+}
+
+// appendTimeout appends the JSON of a timeout (or unreachable) event:
+// "parent" after device_id, "children_held" after shard, then storm_id and
+// maintenance_id, each only when there is one, and the event_id.
+func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, timeoutMs int64, class string, shard int, x extras) []byte {
+	typ := x.typ
+	if typ == "" {
+		typ = TypeTimeout
+	}
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, typ...)
+	dst = append(dst, `","device_id":"`...)
 	dst = appendEscaped(dst, id)
-	dst = append(dst, `","last_seen_ms":`...)
+	dst = append(dst, '"')
+	dst = appendString(dst, `,"parent":"`, x.parent)
+	dst = append(dst, `,"last_seen_ms":`...)
 	dst = strconv.AppendInt(dst, lastSeenMs, 10)
 	dst = append(dst, `,"deadline_ms":`...)
 	dst = strconv.AppendInt(dst, deadlineMs, 10)
@@ -88,28 +124,31 @@ func appendTimeout(dst []byte, id string, lastSeenMs, deadlineMs, detectedAtMs, 
 	dst = strconv.AppendInt(dst, detectedAtMs, 10)
 	dst = append(dst, `,"timeout_ms":`...)
 	dst = strconv.AppendInt(dst, timeoutMs, 10)
-	if class != "" {
-		dst = append(dst, `,"class":"`...)
-		dst = appendEscaped(dst, class)
-		dst = append(dst, '"')
-	}
+	dst = appendString(dst, `,"class":"`, class)
 	dst = append(dst, `,"shard":`...)
 	dst = strconv.AppendInt(dst, int64(shard), 10)
-	if stormID != "" {
-		dst = append(dst, `,"storm_id":"`...)
-		dst = appendEscaped(dst, stormID)
-		dst = append(dst, '"')
+	if x.gateway {
+		dst = append(dst, `,"children_held":`...)
+		dst = strconv.AppendInt(dst, x.childrenHeld, 10)
 	}
-	if maintenanceID != "" {
-		dst = append(dst, `,"maintenance_id":"`...)
-		dst = appendEscaped(dst, maintenanceID)
-		dst = append(dst, '"')
-	}
+	dst = appendString(dst, `,"storm_id":"`, x.stormID)
+	dst = appendString(dst, `,"maintenance_id":"`, x.maintenanceID)
 	dst = append(dst, `,"event_id":"`...)
 	dst = appendEscaped(dst, id)
 	dst = append(dst, '/')
 	dst = strconv.AppendInt(dst, deadlineMs, 10)
 	return append(dst, `"}`...)
+}
+
+// appendString appends field (its name, colon and opening quote) and v,
+// escaped and closed, when v is not empty.
+func appendString(dst []byte, field, v string) []byte {
+	if v == "" {
+		return dst
+	}
+	dst = append(dst, field...)
+	dst = appendEscaped(dst, v)
+	return append(dst, '"')
 }
 
 // appendRecovered is the encoder of a recovered event.

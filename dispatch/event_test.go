@@ -45,7 +45,7 @@ func TestEventSpecExamples(t *testing.T) {
 	const recovered = `{"type":"recovered","device_id":"d-42","down_since_ms":1763683260123,"seen_at_ms":1763683300000,` +
 		`"down_for_ms":39877,"event_id":"d-42/1763683300000/r"}`
 
-	got := appendTimeout(nil, "d-42", 1763683200123, 1763683260123, 1763683260180, 60000, "sensor", 7, "", "")
+	got := appendTimeout(nil, "d-42", 1763683200123, 1763683260123, 1763683260180, 60000, "sensor", 7, extras{})
 	if string(got) != timeout {
 		t.Errorf("timeout:\n got %s\nwant %s", got, timeout)
 	}
@@ -53,7 +53,7 @@ func TestEventSpecExamples(t *testing.T) {
 	if string(got) != recovered {
 		t.Errorf("recovered:\n got %s\nwant %s", got, recovered)
 	}
-	got = appendTimeout(nil, "d-1", 1, 2, 3, 1, "", 0, "", "")
+	got = appendTimeout(nil, "d-1", 1, 2, 3, 1, "", 0, extras{})
 	if want := `{"type":"timeout","device_id":"d-1","last_seen_ms":1,"deadline_ms":2,"detected_at_ms":3,"timeout_ms":1,"shard":0,"event_id":"d-1/2"}`; string(got) != want {
 		t.Errorf("no class:\n got %s\nwant %s", got, want)
 	}
@@ -86,7 +86,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := appendTimeout(nil, id, 1763683200123, 1763683260123, 1763683260180, 60000, class, 4095, "", "")
+			got := appendTimeout(nil, id, 1763683200123, 1763683260123, 1763683260180, 60000, class, 4095, extras{})
 			if !bytes.Equal(got, want) {
 				t.Errorf("timeout %q class %q:\n got %s\nwant %s", id, class, got, want)
 			}
@@ -270,7 +270,7 @@ func benchAppendTimeout(b *testing.B, id string) {
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = appendTimeout(buf[:0], id, 1763683200123, 1763683260123, 1763683260180, 60000, "sensor", 7, "", "")
+		buf = appendTimeout(buf[:0], id, 1763683200123, 1763683260123, 1763683260180, 60000, "sensor", 7, extras{})
 	}
 	b.SetBytes(int64(len(buf)))
 }
@@ -313,5 +313,31 @@ func BenchmarkFillTimeouts(b *testing.B) {
 				p.putBatch(bt)
 			}
 		})
+	}
+}
+
+// The events of a family (SPEC §14): an unreachable child in the shape the
+// SPEC lists, with its timeout's event id; a gateway's timeout with
+// children_held, 0 included; each as encoding/json reads it back.
+func TestKinnedEvents(t *testing.T) {
+	t.Parallel()
+	const unreachable = `{"type":"unreachable","device_id":"c-1","parent":"gw-1","last_seen_ms":1000,"deadline_ms":31000,` +
+		`"detected_at_ms":31500,"timeout_ms":30000,"class":"sensor","shard":3,"event_id":"c-1/31000"}`
+	got := appendTimeout(nil, "c-1", 1000, 31000, 31500, 30000, "sensor", 3, extras{typ: TypeUnreachable, parent: "gw-1"})
+	if string(got) != unreachable {
+		t.Errorf("unreachable:\n got %s\nwant %s", got, unreachable)
+	}
+	const gateway = `{"type":"timeout","device_id":"gw-1","last_seen_ms":1000,"deadline_ms":61000,` +
+		`"detected_at_ms":61200,"timeout_ms":60000,"shard":0,"children_held":0,"storm_id":"s-1","event_id":"gw-1/61000"}`
+	got = appendTimeout(nil, "gw-1", 1000, 61000, 61200, 60000, "", 0, extras{gateway: true, stormID: "s-1"})
+	if string(got) != gateway {
+		t.Errorf("gateway:\n got %s\nwant %s", got, gateway)
+	}
+	var e Event
+	if err := json.Unmarshal(got, &e); err != nil || e.ChildrenHeld == nil || *e.ChildrenHeld != 0 {
+		t.Fatalf("read back %+v, %v: children_held 0 lost", e, err)
+	}
+	if again, _ := json.Marshal(e); string(again) != gateway {
+		t.Errorf("round trip:\n got %s\nwant %s", again, gateway)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // A device a maintenance window released fires a timeout carrying the
@@ -32,7 +33,7 @@ func TestMaintainedTimeoutsCarryTheWindowAndAreNotCountedTowardStorms(t *testing
 	deadline := end + 60_000
 	held := []shard.Member{{ID: "held-1", Score: shard.Score(deadline, 0)}}
 	plain := []shard.Member{{ID: "plain-1", Score: shard.Score(deadline, 0)}}
-	if err := p.Maintained(ctx, 3, held, nil, map[string]string{"held-1": "m-1"}, time.UnixMilli(deadline+10)); err != nil {
+	if err := p.Noted(ctx, 3, held, nil, map[string]timeouts.Note{"held-1": {MaintenanceID: "m-1"}}, time.UnixMilli(deadline+10)); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Timeouts(ctx, 3, plain, nil, time.UnixMilli(deadline+10)); err != nil {

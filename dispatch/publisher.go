@@ -206,6 +206,20 @@ func (b *batch) seal(at time.Time) {
 // when Timeouts returns ctx.Err() and some events may or may not have been
 // published.
 func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time) error {
+	return p.Noted(ctx, shardID, due, overrides, nil, detectedAt)
+}
+
+// noLateness is the deadline of a message whose lateness is not observed
+// (timeouts.Note.Held).
+const noLateness = -1
+
+// Noted is Timeouts for a group some of whose members' events say more
+// than a plain timeout: notes says what, per device (SPEC §14: a device
+// whose parent is down is published as unreachable, and unreachable
+// events count toward storms like timeouts; §15: a device a maintenance
+// window released carries its maintenance_id and no storm_id, and does
+// not count toward storms).
+func (p *Publisher) Noted(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, notes map[string]timeouts.Note, detectedAt time.Time) error {
 	if len(due) == 0 {
 		return nil
 	}
@@ -217,30 +231,17 @@ func (p *Publisher) Timeouts(ctx context.Context, shardID int, due []shard.Membe
 	if p.stormID != nil {
 		stormID = p.stormID()
 	}
-	p.fillTimeouts(b, shardID, due, overrides, detectedAt, stormID, nil)
+	counted, unreachable := p.fillTimeouts(b, shardID, due, overrides, detectedAt, stormID, notes)
 	if err := p.publish(ctx, b, TypeTimeout); err != nil {
 		return err
 	}
-	if p.published != nil {
-		p.published(len(due), stormID, 0)
+	if p.m != nil && unreachable > 0 {
+		p.m.UnreachablePublished.Add(float64(unreachable))
+	}
+	if p.published != nil && counted > 0 {
+		p.published(counted, stormID, 0)
 	}
 	return nil
-}
-
-// Maintained publishes the timeouts of devices a maintenance window
-// released and that stayed silent, each with its window's id
-// (windows[id]), as Timeouts does; they carry no storm_id and are not
-// counted toward storms: the silence was planned.
-func (p *Publisher) Maintained(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, windows map[string]string, detectedAt time.Time) error {
-	if len(due) == 0 {
-		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b := p.getBatch()
-	p.fillTimeouts(b, shardID, due, overrides, detectedAt, "", windows)
-	return p.publish(ctx, b, TypeTimeout)
 }
 
 // ClassOf names the class score carries, "" for none.
@@ -254,18 +255,35 @@ func (p *Publisher) ClassOf(score float64) string {
 	return ""
 }
 
-// fillTimeouts encodes the timeout events of due into b; windows (nil: none)
-// holds the maintenance window of devices a window released.
-func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time, stormID string, windows map[string]string) {
+// fillTimeouts encodes the events of due into b, each with what notes
+// (nil: none) says of it. It returns how many count toward storms (all
+// but those a maintenance window released) and how many are unreachable.
+func (p *Publisher) fillTimeouts(b *batch, shardID int, due []shard.Member, overrides map[string]int64, detectedAt time.Time, stormID string, notes map[string]timeouts.Note) (counted, unreachable int) {
 	detectedMs := detectedAt.UnixMilli()
 	b.grow(due)
 	for _, mem := range due {
 		deadlineMs, timeoutMs, className := p.resolve(mem.ID, mem.Score, overrides)
+		n := notes[mem.ID]
+		x := extras{parent: n.Parent, stormID: stormID, maintenanceID: n.MaintenanceID, gateway: n.Gateway, childrenHeld: n.ChildrenHeld}
+		if n.Unreachable {
+			x.typ = TypeUnreachable
+			unreachable++
+		}
+		if n.MaintenanceID != "" {
+			x.stormID = "" // a planned silence is no storm's
+		} else {
+			counted++
+		}
 		b.appendKey(mem.ID)
-		b.buf = appendTimeout(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID, stormID, windows[mem.ID])
-		b.endValue(deadlineMs)
+		b.buf = appendTimeout(b.buf, mem.ID, deadlineMs-timeoutMs, deadlineMs, detectedMs, timeoutMs, className, shardID, x)
+		if n.Held {
+			b.endValue(noLateness)
+		} else {
+			b.endValue(deadlineMs)
+		}
 	}
 	b.seal(detectedAt)
+	return counted, unreachable
 }
 
 // Timing returns a member's deadline, without padding, and its timeout, as
@@ -428,7 +446,9 @@ func (p *Publisher) acked(kind string, deadlines []int64, at time.Time) {
 	p.m.TimeoutsPublished.Add(float64(len(deadlines)))
 	atMs := at.UnixMilli()
 	for _, d := range deadlines {
-		p.m.Lateness.Observe(float64(atMs-d) / 1e3)
+		if d != noLateness {
+			p.m.Lateness.Observe(float64(atMs-d) / 1e3)
+		}
 	}
 }
 

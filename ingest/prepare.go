@@ -22,6 +22,10 @@ type entry struct {
 	// reregister: a heartbeat after a tombstone of the same batch; the
 	// device's old state goes before the new deadline is written.
 	reregister bool
+	// hasParent: the batch's heartbeats of the device named its gateway,
+	// the latest of them parent ("" for none).
+	hasParent bool
+	parent    string
 }
 
 // prepare decodes the chunks' records in the order the batcher chose
@@ -93,6 +97,11 @@ func (p *processor) decode(chunks []chunk, order []uint16) {
 // coalesce is prepare's second part, run for the batches in their order:
 // it drops the entries the coalescing memory says are written already.
 func (p *processor) coalesce() {
+	if p.withParents && p.pm != nil {
+		// Before coalescing: a parent change is written even when the
+		// deadline beside it is covered.
+		p.kin = p.pm.changes(p.entries, p.kin[:0])
+	}
 	if p.co != nil {
 		// Each device's newest state, checked against what is already
 		// written: a covered one needs no write.
@@ -149,7 +158,15 @@ func (p *processor) prepareOne(partition int, msg *kfetch.Record) {
 		flags |= shard.FlagPadded
 		deadline += p.co.window
 	}
-	p.put(entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs})
+	e := entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs}
+	if hb.HasParent {
+		if hb.SelfParent {
+			m.Fallbacks.WithLabelValues("self_parent").Inc()
+		}
+		e.hasParent, e.parent = true, hb.Parent
+		p.withParents = true
+	}
+	p.put(e)
 }
 
 // put keeps the newest state of a device: a later tombstone deregisters, a
@@ -164,6 +181,10 @@ func (p *processor) put(e entry) {
 	}
 	cur := &p.entries[k]
 	e.beats += cur.beats
+	if !e.hasParent && !e.tomb && !cur.tomb {
+		// The latest parent named stands, whichever deadline wins.
+		e.hasParent, e.parent = cur.hasParent, cur.parent
+	}
 	switch {
 	case e.tomb:
 		*cur = e
@@ -175,6 +196,7 @@ func (p *processor) put(e entry) {
 		*cur = e
 	default:
 		cur.beats = e.beats
+		cur.hasParent, cur.parent = e.hasParent, e.parent
 	}
 }
 

@@ -32,11 +32,16 @@ type processor struct {
 	limiter *logging.Limiter  // shared by a generation's processors
 	outage  *retry.Outage     // shared likewise: an outage is logged once, not per processor
 	back    []shard.Recovered // found by writeRedis, reported by finish
+	// withParents says a heartbeat of the batch named a parent; kin are
+	// the batch's parent changes (parentMemo.changes).
+	withParents bool
+	kin         []kinChange
 	// settleAfter, when the batch is written side by side with the one
 	// before it, is closed once that one is done: recoveries and replays
 	// are settled in batch order.
 	settleAfter <-chan struct{}
-	co          *coalescer // nil unless ingest.coalesce_window > 0; shared likewise
+	co          *coalescer  // nil unless ingest.coalesce_window > 0; shared likewise
+	pm          *parentMemo // shared likewise
 	// job is the batch the processor decodes on a goroutine of its own
 	// (see decodeAsync), and decoded says when it is done.
 	job     batch
@@ -62,9 +67,10 @@ func newProcessors(in *Ingest, n int) []*processor {
 	outage := &retry.Outage{Log: in.opts.Log,
 		Down: "ingest paused: write failed, retrying without committing",
 		Up:   "ingest resumed"}
+	pm := newParentMemo()
 	ps := make([]*processor, n)
 	for k := range ps {
-		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), resets: make(map[int]uint64), co: co, limiter: limiter, outage: outage,
+		ps[k] = &processor{in: in, latest: make(map[string]int), offsets: make(map[int]int64), wms: make(map[int]int64), resets: make(map[int]uint64), co: co, pm: pm, limiter: limiter, outage: outage,
 			decoded: make(chan struct{}, 1)}
 	}
 	return ps
@@ -76,6 +82,9 @@ func (p *processor) written() (map[int]int64, map[int]int64) { return p.offsets,
 
 func (p *processor) reset() {
 	p.abandoned = false
+	p.withParents = false
+	clear(p.kin)
+	p.kin = p.kin[:0]
 	clear(p.latest)
 	clear(p.entries)
 	p.entries = p.entries[:0]
@@ -106,34 +115,49 @@ func (p *processor) finish(ctx context.Context) error {
 			p.co.record(e.id, d, meta, e.override)
 		}
 	}
+	p.recordKin()
 	if err := p.sendDeadLetters(ctx); err != nil {
 		return err
 	}
-	if len(back) > 0 && in.opts.Recovery != nil {
-		// Coalescing may have dropped entries: index them afresh.
-		clear(p.latest)
-		for k := range p.entries {
-			p.latest[p.entries[k].id] = k
-		}
-		rs := make([]timeouts.Recovery, 0, len(back))
-		for _, r := range back {
-			down, meta := shard.DecodeScore(r.DownScore)
-			if meta.Has(shard.FlagPadded) {
-				down -= in.cfg.CoalesceWindow.Milliseconds()
-			}
-			e := p.entries[p.latest[r.ID]]
-			if e.atMs-down > in.opts.RecoveryWindow.Milliseconds() {
-				continue // back after the recovery window: tracked again, no event
-			}
-			rs = append(rs, timeouts.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: e.atMs})
-		}
-		if len(rs) > 0 {
-			if err := in.opts.Recovery.Recovered(ctx, rs); err != nil {
-				return err
-			}
+	if len(back) == 0 {
+		return nil
+	}
+	// Coalescing may have dropped entries: index them afresh.
+	clear(p.latest)
+	for k := range p.entries {
+		p.latest[p.entries[k].id] = k
+	}
+	if in.opts.Recovery != nil {
+		if err := p.recovered(ctx, back); err != nil {
+			return err
 		}
 	}
-	return nil
+	return p.returnOrphans(ctx, back)
+}
+
+// recovered publishes the recovered events of the devices back from a
+// timeout within dispatch.recovery_window.
+func (p *processor) recovered(ctx context.Context, back []shard.Recovered) error {
+	in := p.in
+	rs := make([]timeouts.Recovery, 0, len(back))
+	for _, r := range back {
+		if r.Awaited {
+			continue // a parent back from a silence, not from a timeout
+		}
+		down, meta := shard.DecodeScore(r.DownScore)
+		if meta.Has(shard.FlagPadded) {
+			down -= in.cfg.CoalesceWindow.Milliseconds()
+		}
+		e := p.entries[p.latest[r.ID]]
+		if e.atMs-down > in.opts.RecoveryWindow.Milliseconds() {
+			continue // back after the recovery window: tracked again, no event
+		}
+		rs = append(rs, timeouts.Recovery{DeviceID: r.ID, DownSinceMs: down, SeenAtMs: e.atMs})
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	return in.opts.Recovery.Recovered(ctx, rs)
 }
 
 // retryRedis runs the Redis write fn until it succeeds or ctx ends, with

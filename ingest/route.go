@@ -12,6 +12,9 @@ import (
 // are not commutative (a ZADD GT is: the later deadline wins whichever
 // write lands first).
 func (p *processor) ordered() bool {
+	if len(p.kin) > 0 {
+		return true
+	}
 	for k := range p.entries {
 		if e := &p.entries[k]; e.tomb || e.reregister || e.override > 0 {
 			return true
@@ -51,6 +54,7 @@ func (p *processor) route(l shard.Layout) int {
 		}
 		writes++
 	}
+	p.routeKin(l)
 	return writes
 }
 

@@ -17,9 +17,12 @@ type Device struct {
 	TimeoutMs   int64  `json:"timeout_ms,omitempty"`
 	Class       string `json:"class,omitempty"`
 	DownSinceMs int64  `json:"down_since_ms,omitempty"`
-	// State is "maintenance" while a maintenance window holds the device
-	// (MaintenanceID names it), else "tracked", "timed_out" or
-	// "untracked".
+	// Parent is the device's gateway, when it has one (SPEC §14).
+	Parent string `json:"parent,omitempty"`
+	// State is tracked, held (its deadline passed while its parent was
+	// silent: it waits for its parent), maintenance (a maintenance window
+	// holds it; MaintenanceID names it), timed_out, unreachable (silent
+	// while its parent was down) or untracked.
 	State         string `json:"state"`
 	MaintenanceID string `json:"maintenance_id,omitempty"`
 }
@@ -72,6 +75,9 @@ func GetDevice(ctx context.Context, store *shard.Store, policy *timeouts.Policy,
 			}
 		}
 	}
+	if err := d.family(ctx, store, candidates); err != nil {
+		return Device{}, err
+	}
 	for _, i := range candidates {
 		down, ok, err := store.DownScore(ctx, i, id)
 		if err != nil {
@@ -85,22 +91,63 @@ func GetDevice(ctx context.Context, store *shard.Store, policy *timeouts.Policy,
 			d.DownSinceMs = ms
 		}
 	}
-	return d, d.setState(ctx, store, best, l.Count)
+	if err := d.state(ctx, store); err != nil {
+		return Device{}, err
+	}
+	return d, d.maintenance(ctx, store, best, l.Count)
 }
 
-// setState tells a device a maintenance window holds (parked at the
-// window's end, and not heard since) from one merely tracked or down. The
-// record is beside the device, or, after a doubling or a halving moved
-// the device, in the shard it came from.
-func (d *Device) setState(ctx context.Context, store *shard.Store, score float64, count int) error {
+// family reads the device's parent, from the first of candidates (its
+// shards) that has one.
+func (d *Device) family(ctx context.Context, store *shard.Store, candidates []int) error {
+	for _, i := range candidates {
+		p, err := store.ParentOf(ctx, i, d.DeviceID)
+		if err != nil {
+			return err
+		}
+		if p != "" {
+			d.Parent = p
+			return nil
+		}
+	}
+	return nil
+}
+
+// state sets d.State from what was read, reading whether a tracked device
+// is held or a down one unreachable.
+func (d *Device) state(ctx context.Context, store *shard.Store) error {
 	switch {
 	case d.Tracked:
-		d.State = "tracked"
+		d.State = StateTracked
+		held, err := store.Waiting(ctx, d.Shard, d.DeviceID)
+		if err != nil {
+			return err
+		}
+		if held {
+			d.State = StateHeld
+		}
 	case d.DownSinceMs > 0:
-		d.State = "timed_out"
+		d.State = StateTimedOut
+		if d.Parent != "" {
+			orphan, err := store.IsOrphan(ctx, d.Parent, d.DeviceID)
+			if err != nil {
+				return err
+			}
+			if orphan {
+				d.State = StateUnreachable
+			}
+		}
 	default:
-		d.State = "untracked"
+		d.State = StateUntracked
 	}
+	return nil
+}
+
+// maintenance tells a tracked device a maintenance window holds (parked at
+// the window's end, and not heard since) from one merely tracked. The
+// record is beside the device, or, after a doubling or a halving moved
+// the device, in the shard it came from.
+func (d *Device) maintenance(ctx context.Context, store *shard.Store, score float64, count int) error {
 	if !d.Tracked {
 		return nil
 	}
@@ -111,7 +158,7 @@ func (d *Device) setState(ctx context.Context, store *shard.Store, score float64
 			return err
 		}
 		if oks[0] && recs[0].Stage == shard.HeldParked && recs[0].Score == score {
-			d.State, d.MaintenanceID = "maintenance", recs[0].Window
+			d.State, d.MaintenanceID = StateMaintenance, recs[0].Window
 			return nil
 		}
 	}

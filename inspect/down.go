@@ -21,7 +21,22 @@ type DownDevice struct {
 	// DeadlineMs is the deadline that passed (Unix ms): down since then.
 	DeadlineMs int64 `json:"deadline_ms"`
 	DownForMs  int64 `json:"down_for_ms"`
+	// Parent is the device's gateway, when it has one (SPEC §14).
+	Parent string `json:"parent,omitempty"`
+	// State is timed_out, or unreachable: silent while its parent was
+	// down (an unreachable event, not a timeout).
+	State string `json:"state"`
 }
+
+// Device states (`flatline device get`, `flatline devices down`).
+const (
+	StateTracked     = "tracked"
+	StateHeld        = "held"
+	StateMaintenance = "maintenance"
+	StateTimedOut    = "timed_out"
+	StateUnreachable = "unreachable"
+	StateUntracked   = "untracked"
+)
 
 // DownPageDefault is how many devices ListDown returns when DownQuery.Limit
 // is 0: GET /devices/down's default page.
@@ -34,6 +49,8 @@ const downChunk = 1000
 type DownQuery struct {
 	// Class keeps only the devices of this class; "" keeps all.
 	Class string
+	// Parent keeps only the children of this device; "" keeps all.
+	Parent string
 	// Limit is the most devices of one page; 0 is DownPageDefault. What a
 	// call holds grows with it, never with how many devices are down.
 	Limit int
@@ -108,7 +125,7 @@ func ListDown(ctx context.Context, store *shard.Store, policy *timeouts.Policy, 
 	if chunk <= 0 {
 		chunk = downChunk
 	}
-	if q.Class == "" {
+	if q.Class == "" && q.Parent == "" {
 		// Every entry read counts, but one past the page, which tells
 		// whether another page follows.
 		chunk = min(chunk, limit+1)
@@ -148,16 +165,12 @@ func ListDown(ctx context.Context, store *shard.Store, policy *timeouts.Policy, 
 			if err != nil {
 				return DownList{}, err
 			}
-			keep, err := listedHere(ctx, store, l, i, ps)
+			ds, err := listed(ctx, store, l, i, ps, policy, q, nowMs)
 			if err != nil {
 				return DownList{}, err
 			}
-			for k, p := range ps {
-				if !keep[k] {
-					continue
-				}
-				d := downDevice(p.Member, i, policy, q.Pad, nowMs)
-				if q.Class != "" && d.Class != q.Class || q.Window > 0 && d.DownForMs > q.Window.Milliseconds() {
+			for k, d := range ds {
+				if d == nil {
 					continue
 				}
 				if len(out.Devices) == limit {
@@ -166,14 +179,45 @@ func ListDown(ctx context.Context, store *shard.Store, policy *timeouts.Policy, 
 					out.Truncated, out.Next = true, last.String()
 					return out, nil
 				}
-				out.Devices = append(out.Devices, d)
-				last = downCursor{Shard: i, Pos: p}
+				out.Devices = append(out.Devices, *d)
+				last = downCursor{Shard: i, Pos: ps[k]}
 			}
 			if done || len(ps) == 0 {
 				break
 			}
 			after = &ps[len(ps)-1]
 		}
+	}
+	return out, nil
+}
+
+// listed returns, for each of ps (down entries of shard i), the device
+// the listing shows, or nil: a device listed from another down set (see
+// listedHere), or one the query leaves out.
+func listed(ctx context.Context, store *shard.Store, l shard.Layout, i int, ps []shard.DownPos, policy *timeouts.Policy, q DownQuery, nowMs int64) ([]*DownDevice, error) {
+	keep, err := listedHere(ctx, store, l, i, ps)
+	if err != nil {
+		return nil, err
+	}
+	parents, orphaned, err := store.Unreachable(ctx, i, downIDs(ps))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*DownDevice, len(ps))
+	for k, p := range ps {
+		if !keep[k] {
+			continue
+		}
+		d := downDevice(p.Member, i, policy, q.Pad, nowMs)
+		d.Parent = parents[k]
+		if orphaned[k] {
+			d.State = StateUnreachable
+		}
+		if q.Class != "" && d.Class != q.Class || q.Parent != "" && d.Parent != q.Parent ||
+			q.Window > 0 && d.DownForMs > q.Window.Milliseconds() {
+			continue
+		}
+		out[k] = &d
 	}
 	return out, nil
 }
@@ -284,7 +328,7 @@ func downDevice(m shard.Member, i int, policy *timeouts.Policy, pad time.Duratio
 	if meta.Has(shard.FlagPadded) {
 		deadline -= pad.Milliseconds()
 	}
-	d := DownDevice{DeviceID: m.ID, Shard: i, DeadlineMs: deadline, DownForMs: max(0, nowMs-deadline)}
+	d := DownDevice{DeviceID: m.ID, Shard: i, DeadlineMs: deadline, DownForMs: max(0, nowMs-deadline), State: StateTimedOut}
 	if c, ok := policy.ByID(meta.ClassID()); ok {
 		d.Class = c.Name
 	}
@@ -364,4 +408,13 @@ func DownSince(window time.Duration, now time.Time) int64 {
 		return 0
 	}
 	return now.Add(-window).UnixMilli()
+}
+
+// downIDs are the device ids of ps.
+func downIDs(ps []shard.DownPos) []string {
+	out := make([]string, len(ps))
+	for k, p := range ps {
+		out[k] = p.ID
+	}
+	return out
 }

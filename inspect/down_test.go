@@ -79,10 +79,10 @@ func TestListDownDecodesFiltersAndOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []inspect.DownDevice{
-		{DeviceID: e, Shard: 0, DeadlineMs: ms(5 * time.Minute), DownForMs: (5 * time.Minute).Milliseconds()},
-		{DeviceID: a, Shard: 0, Class: "cam", DeadlineMs: ms(time.Minute), DownForMs: time.Minute.Milliseconds()},
-		{DeviceID: b, Shard: 1, DeadlineMs: ms(time.Hour), DownForMs: time.Hour.Milliseconds()},
-		{DeviceID: c, Shard: 1, Class: "cam", DeadlineMs: ms(2 * time.Minute), DownForMs: (2 * time.Minute).Milliseconds()},
+		{DeviceID: e, Shard: 0, DeadlineMs: ms(5 * time.Minute), DownForMs: (5 * time.Minute).Milliseconds(), State: inspect.StateTimedOut},
+		{DeviceID: a, Shard: 0, Class: "cam", DeadlineMs: ms(time.Minute), DownForMs: time.Minute.Milliseconds(), State: inspect.StateTimedOut},
+		{DeviceID: b, Shard: 1, DeadlineMs: ms(time.Hour), DownForMs: time.Hour.Milliseconds(), State: inspect.StateTimedOut},
+		{DeviceID: c, Shard: 1, Class: "cam", DeadlineMs: ms(2 * time.Minute), DownForMs: (2 * time.Minute).Milliseconds(), State: inspect.StateTimedOut},
 	}
 	if fmt.Sprint(got.Devices) != fmt.Sprint(want) || got.Truncated || got.Next != "" {
 		t.Fatalf("got %+v\nwant %+v", got, want)

@@ -267,6 +267,9 @@ func (s *Sweeper) moveDowns(ctx context.Context, l shard.Layout) (int, error) {
 				if _, err := s.store.MoveDown(ctx, i, home, batch); err != nil {
 					return found, err
 				}
+				if err := s.store.MoveKin(ctx, i, home, ids(batch)); err != nil {
+					return found, err
+				}
 			}
 			if next == 0 {
 				break
@@ -325,6 +328,11 @@ func (s *Sweeper) moveBatch(ctx context.Context, from, to int, ms []shard.Member
 	if err := s.store.MoveIn(ctx, to, ms, overrides); err != nil {
 		return 0, err
 	}
+	// A device's parent, gateway mark and hold move with it, before it
+	// leaves: meanwhile the scanner looks for them in both shards.
+	if err := s.store.MoveKin(ctx, from, to, ids(ms)); err != nil {
+		return 0, err
+	}
 	removed, err := s.store.RemoveIf(ctx, from, ms)
 	if err != nil {
 		return 0, err
@@ -366,4 +374,13 @@ func (s *Sweeper) undoFired(ctx context.Context, from, to int, ms []shard.Member
 		_, err = s.store.RemoveIf(ctx, to, undo)
 	}
 	return err
+}
+
+// ids are the ids of ms.
+func ids(ms []shard.Member) []string {
+	out := make([]string, len(ms))
+	for k, m := range ms {
+		out[k] = m.ID
+	}
+	return out
 }

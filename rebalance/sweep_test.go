@@ -75,3 +75,69 @@ func TestSweepMovesDownEntries(t *testing.T) {
 		t.Error("finalized by the pass that still moved down entries")
 	}
 }
+
+// A sweep pass moves a device's parent with it, live or down: after the
+// migration, a child's parent is found in the child's new shard and no
+// longer in its old one.
+func TestSweepMovesParents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, _ := testenv.Store(t)
+	log := slog.New(slog.DiscardHandler)
+	w := NewWatcher(WatcherOptions{Store: st, Config: DefaultConfig(), Log: log})
+	if _, err := w.Init(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	live := shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)
+	down := shard.Score(shard.Epoch+5000, 0)
+	var b shard.Batch
+	b.Reset(16)
+	var ids []string
+	for k := 0; k < 40; k++ {
+		id := fmt.Sprintf("child-%02d", k)
+		ids = append(ids, id)
+		i, score := shard.Of(shard.Hash(id), 16), live
+		if k%2 == 1 {
+			score = down
+		}
+		b.Add(i, id, score, 0)
+		b.SetParent(i, id, "gw-"+id, shard.Of(shard.Hash("gw-"+id), 16))
+	}
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for k, id := range ids {
+		if k%2 == 1 {
+			if n, _, err := st.Fired(ctx, shard.Of(shard.Hash(id), 16), []shard.Member{{ID: id, Score: down}}, 0); err != nil || n != 1 {
+				t.Fatalf("fire %s: %d, %v", id, n, err)
+			}
+		}
+	}
+	if _, err := Scale(ctx, st, 32, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSweeper(SweeperOptions{Store: st, Watcher: w, Leader: func() bool { return true }, Log: log})
+	if err := s.pass(ctx, w.Current()); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for _, id := range ids {
+		h := shard.Hash(id)
+		prev, home := shard.Of(h, 16), shard.Of(h, 32)
+		if p, err := st.ParentOf(ctx, home, id); err != nil || p != "gw-"+id {
+			t.Errorf("parent of %s in its new shard %d: %q, %v", id, home, p, err)
+		}
+		if prev != home {
+			moved++
+			if p, _ := st.ParentOf(ctx, prev, id); p != "" {
+				t.Errorf("%s's parent still in its old shard %d", id, prev)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no device changed shard: the test proves nothing")
+	}
+}

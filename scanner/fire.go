@@ -6,6 +6,7 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // ackedBackoff paces the retries of what follows Kafka's acknowledgement
@@ -52,7 +53,7 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 			sc.wake()
 		}
 	}()
-	fire, overrides, windows, moved, err := sc.firing(ctx, batch)
+	fire, overrides, notes, moved, err := sc.firing(ctx, batch)
 	if err != nil {
 		s.opts.Metrics.ScanErrors.Inc()
 		return // stays in the shard; the next pass retries
@@ -60,7 +61,7 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 	if len(fire) == 0 {
 		return
 	}
-	if err := sc.publish(ctx, fire, overrides, windows, detectedAt); err != nil {
+	if err := sc.publish(ctx, fire, overrides, notes, detectedAt); err != nil {
 		return // shutting down: the members stay for the next owner
 	}
 	if h := s.opts.Hooks.BeforeRemove; h != nil {
@@ -74,12 +75,12 @@ func (sc *shardScanner) fire(batch []shard.Member, others map[string]copyElsewhe
 	sc.afterRemoval(ctx, fire, raced, others)
 }
 
-// firing returns the members of batch that fire and their override
-// timeouts: not the replays (dropReplays), nor those a hold or a
-// maintenance window kept, which are given a new deadline instead
-// (reenter, maintain; moved says there were some). windows holds the
-// maintenance window of the members a window released.
-func (sc *shardScanner) firing(ctx context.Context, batch []shard.Member) (fire []shard.Member, overrides map[string]int64, windows map[string]string, moved bool, err error) {
+// firing returns the members of batch that fire, their override timeouts
+// and what their events note of them: not the replays (dropReplays), nor
+// those a hold, a maintenance window or a silent parent kept, which are
+// given a new deadline instead (reenter, maintain, gateways; moved says
+// there were some).
+func (sc *shardScanner) firing(ctx context.Context, batch []shard.Member) (fire []shard.Member, overrides map[string]int64, notes map[string]timeouts.Note, moved bool, err error) {
 	if fire, err = sc.dropReplays(ctx, batch); err != nil {
 		return nil, nil, nil, false, err
 	}
@@ -90,10 +91,14 @@ func (sc *shardScanner) firing(ctx context.Context, batch []shard.Member) (fire 
 	if fire, err = sc.reenter(ctx, fire, overrides); err != nil {
 		return nil, nil, nil, false, err
 	}
+	var windows map[string]string
 	if fire, windows, err = sc.maintain(ctx, fire, overrides); err != nil {
 		return nil, nil, nil, false, err
 	}
-	return fire, overrides, windows, len(fire) < n, nil
+	if fire, notes, err = sc.gateways(ctx, fire, overrides); err != nil {
+		return nil, nil, nil, false, err
+	}
+	return fire, overrides, withWindows(notes, windows), len(fire) < n, nil
 }
 
 // remove takes the acknowledged members fire out of the shard, each only if

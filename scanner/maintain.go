@@ -3,9 +3,9 @@ package scanner
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // Maintenance is what a scanner asks of the maintenance windows when a
@@ -166,25 +166,19 @@ func heldMove(mem shard.Member, stage byte, fromMs, toMs, timeoutMs int64, wid s
 	return shard.HeldMove{ID: mem.ID, From: mem.Score, Record: shard.HeldRecord{Stage: stage, Score: to, TimeoutMs: timeoutMs, Window: wid}}
 }
 
-// publish hands the members that fire to dispatch: those a window
-// released with their window's id, apart, for they do not count toward
-// storms.
-func (sc *shardScanner) publish(ctx context.Context, fire []shard.Member, overrides map[string]int64, windows map[string]string, detectedAt time.Time) error {
-	d := sc.s.opts.Dispatcher
+// withWindows adds to notes the maintenance window of each member a window
+// released (windows: member -> window id).
+func withWindows(notes map[string]timeouts.Note, windows map[string]string) map[string]timeouts.Note {
 	if len(windows) == 0 {
-		return d.Timeouts(ctx, sc.id, fire, overrides, detectedAt)
+		return notes
 	}
-	plain := make([]shard.Member, 0, len(fire))
-	tagged := make([]shard.Member, 0, len(windows))
-	for _, mem := range fire {
-		if _, ok := windows[mem.ID]; ok {
-			tagged = append(tagged, mem)
-		} else {
-			plain = append(plain, mem)
-		}
+	if notes == nil {
+		notes = make(map[string]timeouts.Note, len(windows))
 	}
-	if err := d.Timeouts(ctx, sc.id, plain, overrides, detectedAt); err != nil {
-		return err
+	for id, w := range windows {
+		n := notes[id]
+		n.MaintenanceID = w
+		notes[id] = n
 	}
-	return d.Maintained(ctx, sc.id, tagged, overrides, windows, detectedAt)
+	return notes
 }

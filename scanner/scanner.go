@@ -14,6 +14,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/internal/testsignal"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // Dispatcher publishes the timeouts of due members and returns once Kafka
@@ -24,10 +25,12 @@ type Dispatcher interface {
 	// their timeout was being published (see shard.Store.Fired);
 	// overrides holds the per-device timeouts of their current scores.
 	Raced(ctx context.Context, shardID int, raced []shard.Raced, overrides map[string]int64) error
-	// Maintained publishes the timeouts of devices a maintenance window
-	// released and that stayed silent, each carrying its window's id
-	// (windows[id]); they do not count toward storms.
-	Maintained(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, windows map[string]string, detectedAt time.Time) error
+	// Noted publishes due members like Timeouts, each with what notes
+	// says of it (a member without a note is a plain timeout): its family
+	// (SPEC §14: its parent, unreachable, children_held) and the
+	// maintenance window that released it (§15: maintenance_id, not
+	// counted toward storms).
+	Noted(ctx context.Context, shardID int, due []shard.Member, overrides map[string]int64, notes map[string]timeouts.Note, detectedAt time.Time) error
 }
 
 // defaultMinDownMemory is how long a fired device is remembered as down even
@@ -86,7 +89,10 @@ type Options struct {
 	// ClassOf names the class a score carries ("" for none), for windows
 	// that match a class.
 	ClassOf func(score float64) string
-	Hooks   Hooks
+	// Gateways holds children due while their parent is silent
+	// (gateways.go); nil turns it off.
+	Gateways *GatewaysConfig
+	Hooks    Hooks
 }
 
 // defaultDrainTimeout is the drain bound of a Scanner without DrainTimeout:

@@ -11,6 +11,7 @@ import (
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
+	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // countingDispatcher acknowledges every batch at once, as a Kafka that
@@ -26,7 +27,7 @@ func (d *countingDispatcher) Raced(context.Context, int, []shard.Raced, map[stri
 	return nil
 }
 
-func (d *countingDispatcher) Maintained(_ context.Context, _ int, due []shard.Member, _ map[string]int64, _ map[string]string, _ time.Time) error {
+func (d *countingDispatcher) Noted(_ context.Context, _ int, due []shard.Member, _ map[string]int64, _ map[string]timeouts.Note, _ time.Time) error {
 	d.n.Add(int64(len(due)))
 	return nil
 }

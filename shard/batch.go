@@ -30,6 +30,10 @@ type shardBatch struct {
 	reforgets []any
 	// check is Store.Write's ZMSCORE of the members in the down set.
 	check []any
+	// parents, unparents and named are the parent changes of the batch
+	// (SetParent): an HSET and an HDEL of the shard's parents, an SADD of
+	// its gateways, each with a head of kinHead slots filled by Write.
+	parents, unparents, named []any
 }
 
 const (
@@ -55,6 +59,12 @@ func (b *Batch) Reset(n int) {
 		sb.reforgets = sb.reforgets[:0]
 		clear(sb.check)
 		sb.check = sb.check[:0]
+		clear(sb.parents)
+		sb.parents = sb.parents[:0]
+		clear(sb.unparents)
+		sb.unparents = sb.unparents[:0]
+		clear(sb.named)
+		sb.named = sb.named[:0]
 	}
 	b.touched = b.touched[:0]
 	if cap(b.shards) < n {

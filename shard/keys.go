@@ -118,3 +118,34 @@ func (k Keys) windowsVersion() string { return k.maintenanceKey("version") }
 // counts only while the device's score is still the one it names: a
 // heartbeat since then moved the device on, and the record is stale.
 func (k Keys) Held(i int) string { return k.shardKey(i, "held") }
+
+// Parents is shard i's HASH: ParentField(device id) -> the id of its
+// gateway (SPEC §14), only for devices that named one; written by ingest
+// when a device's parent changes, so a fleet without parents has no such
+// key.
+func (k Keys) Parents(i int) string { return k.shardKey(i, "parents") }
+
+// gateways is shard i's SET of the devices of shard i some child named as
+// its parent: their timeouts carry children_held.
+func (k Keys) gateways(i int) string { return k.shardKey(i, "gateways") }
+
+// holds is shard i's HASH: child id -> "<original score>:<held score>" for
+// a child whose deadline passed while its parent was silent and which was
+// re-entered at held score to wait for it. The entry stands while the
+// child's score is the held score; a heartbeat that moved it on ends it.
+func (k Keys) holds(i int) string { return k.shardKey(i, "holds") }
+
+// awaited is shard i's ZSET of its devices that children wait for (held
+// while their parent was silent): member = parent id, score = when a child
+// last began to wait (Unix ms). A write looks its devices up in it (see
+// Store.lookAwaited): a parent's first heartbeat gives its waiting
+// children their own timeout from that heartbeat.
+func (k Keys) awaited(i int) string { return k.shardKey(i, "awaited") }
+
+// orphans is parent's HASH: child id -> the child's timeout in ms, for the
+// children held or reported unreachable while parent was silent. It has
+// the parent's id as its hash tag, not a shard's: a parent's children live
+// in every shard, and it is read by parent (its HLEN is children_held; its
+// children are given their own timeout again when it recovers), each
+// command on this one key alone.
+func (k Keys) orphans(parent string) string { return k.prefix + ":orphans:{" + parent + "}" }

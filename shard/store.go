@@ -40,9 +40,11 @@ var (
 	scriptStallExpire = loadScript("stall_expire")
 	scriptStormName   = loadScript("storm_name")
 	scriptReenter     = loadScript("reenter")
+	scriptRescore     = loadScript("rescore")
+	scriptOrphanRet   = loadScript("orphan_return")
 	allScripts        = []*redis.Script{scriptDownClr, scriptDownCnt, scriptFired, scriptRemoveIf, scriptForget,
 		scriptWMRaise, scriptClasses, scriptRenew, scriptRenewMany, scriptRelease, scriptLayout,
-		scriptStallMark, scriptStallEnd, scriptStallExpire, scriptStormName, scriptReenter}
+		scriptStallMark, scriptStallEnd, scriptStallExpire, scriptStormName, scriptReenter, scriptRescore, scriptOrphanRet}
 )
 
 // Store is flatline's Redis store. It is safe for concurrent use.
@@ -52,8 +54,12 @@ type Store struct {
 	// downs remembers per shard whether its down set existed at its last
 	// write (see Write).
 	downs [MaxShards]atomic.Bool
-	dur   Durability
-	wakes Wakes
+	// awaitedOn remembers per shard whether its awaited set existed when
+	// a write last looked (awaitedAt, Unix ms): see lookAwaited.
+	awaitedOn [MaxShards]atomic.Bool
+	awaitedAt [MaxShards]atomic.Int64
+	dur       Durability
+	wakes     Wakes
 }
 
 // Options configure a Store.

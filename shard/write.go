@@ -9,11 +9,14 @@ import (
 )
 
 // Recovered is a device that was down and whose reset moved it past the
-// timeout it had fired.
+// timeout it had fired, or (Awaited) a parent some children wait for,
+// beating again: not a recovery, but its children's own timeouts start
+// over from this heartbeat (see ReturnOrphans).
 type Recovered struct {
 	Shard     int // whose down set remembered it
 	ID        string
 	DownScore float64
+	Awaited   bool
 }
 
 // Write applies b in one pipelined round trip of plain commands: per
@@ -35,6 +38,10 @@ type Recovered struct {
 //
 // Once the writes have landed, the shards that got a deadline their
 // scanner's poll may not see in time are announced (see Options.Wakes).
+//
+// The batch's devices are looked up in their shard's awaited set too
+// (lookAwaited): a parent some children wait for is reported back as
+// Awaited, so ingest gives them their own timeout from its heartbeat.
 //
 // With a Durability of Replicas > 0 each pipeline that writes ends in a
 // WAIT on its connection (in a cluster: one pipeline per master), and Write
@@ -62,10 +69,12 @@ func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{})
 	}
 	var probes []probe
 	var cross []downCheck
+	var awaits []awaitLook
 	err := s.writeShards(ctx, b.touched, func(p, elsewhere redis.Pipeliner, i int) {
 		sb := &b.shards[i]
 		if len(sb.reforgets) > 0 {
-			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.reforgets...)
+			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i), s.keys.holds(i)}, sb.reforgets...)
+			s.forgetParents(ctx, p, i, sb.reforgets)
 		}
 		if sb.n > 0 {
 			sb.zadd[0], sb.zadd[1], sb.zadd[2] = "zadd", s.keys.Deadlines(i), "gt"
@@ -80,9 +89,12 @@ func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{})
 			}
 			probes = append(probes, pr)
 			cross = append(cross, s.crossChecks(ctx, elsewhere, i, sb)...)
+			awaits = s.lookAwaited(ctx, p, i, sb, awaits)
 		}
+		s.writeKin(ctx, p, i, sb)
 		if len(sb.forgets) > 0 {
-			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i)}, sb.forgets...)
+			scriptForget.EvalSha(ctx, p, []string{s.keys.Deadlines(i), s.keys.Down(i), s.keys.Overrides(i), s.keys.holds(i)}, sb.forgets...)
+			s.forgetParents(ctx, p, i, sb.forgets)
 		}
 	})
 	if err != nil {
@@ -117,7 +129,8 @@ func (s *Store) WriteAfter(ctx context.Context, b *Batch, after <-chan struct{})
 			checks = append(checks, downCheck{shard: pr.shard, downShard: pr.shard, cmd: pr.check})
 		}
 	}
-	return s.settle(ctx, b, append(checks, cross...), after)
+	back, err := s.settle(ctx, b, append(checks, cross...), after)
+	return s.awaitedFound(b, awaits, back), err
 }
 
 // downCheck is a ZMSCORE of members a batch wrote to shard in the down set

@@ -64,6 +64,9 @@ func (o *deviceGetOptions) run(ctx context.Context, r *rootOptions, id string, o
 	fmt.Fprintf(out, "tracked:  %v\n", d.Tracked)
 	fmt.Fprintf(out, "shard:    %d\n", d.Shard)
 	fmt.Fprintf(out, "state:    %s\n", d.State)
+	if d.Parent != "" {
+		fmt.Fprintf(out, "parent:   %s\n", d.Parent)
+	}
 	if d.MaintenanceID != "" {
 		fmt.Fprintf(out, "maintenance: %s\n", d.MaintenanceID)
 	}
@@ -74,7 +77,9 @@ func (o *deviceGetOptions) run(ctx context.Context, r *rootOptions, id string, o
 			fmt.Fprintf(out, "class:    %s\n", d.Class)
 		}
 	}
-	if d.DownSinceMs > 0 {
+	if d.DownSinceMs > 0 && d.State == inspect.StateUnreachable {
+		fmt.Fprintf(out, "unreachable since: %s\n", fmtMs(d.DownSinceMs))
+	} else if d.DownSinceMs > 0 {
 		fmt.Fprintf(out, "timed out since: %s\n", fmtMs(d.DownSinceMs))
 	}
 	return nil
@@ -85,6 +90,7 @@ func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02
 // devicesDownOptions are the flags of `flatline devices down`.
 type devicesDownOptions struct {
 	class  string
+	parent string
 	limit  int
 	output outputOptions
 }
@@ -106,9 +112,10 @@ func newDevicesCmd(r *rootOptions) *cobra.Command {
 	var o devicesDownOptions
 	down := &cobra.Command{
 		Use:   "down",
-		Short: "List the devices timed out now (within dispatch.recovery_window): class, deadline, down for",
+		Short: "List the devices timed out or unreachable now (within dispatch.recovery_window): class, parent, state, deadline, down for",
 		Example: `  flatline devices down
   flatline devices down --class camera --limit 20
+  flatline devices down --parent gw-7
   flatline devices down -o json | jq '.devices[].device_id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -119,6 +126,7 @@ func newDevicesCmd(r *rootOptions) *cobra.Command {
 		},
 	}
 	down.Flags().StringVar(&o.class, "class", "", "only devices of this class")
+	down.Flags().StringVar(&o.parent, "parent", "", "only the children of this device (their gateway)")
 	down.Flags().IntVar(&o.limit, "limit", 1000, "list at most this many (0 = all)")
 	o.output.register(down, false)
 	cmd.AddCommand(down)
@@ -143,13 +151,10 @@ func (o *devicesDownOptions) run(ctx context.Context, r *rootOptions, out io.Wri
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tCLASS\tDEADLINE\tDOWN FOR")
+	fmt.Fprintln(tw, "DEVICE\tCLASS\tPARENT\tSTATE\tDEADLINE\tDOWN FOR")
 	for _, d := range list.Devices {
-		class := d.Class
-		if class == "" {
-			class = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.DeviceID, class, fmtMs(d.DeadlineMs), (time.Duration(d.DownForMs) * time.Millisecond).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.DeviceID, dash(d.Class), dash(d.Parent), d.State, fmtMs(d.DeadlineMs),
+			(time.Duration(d.DownForMs) * time.Millisecond).Round(time.Second))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -172,7 +177,7 @@ func (o *devicesDownOptions) list(ctx context.Context, store *shard.Store, polic
 			page = min(page, o.limit-len(all.Devices))
 		}
 		got, err := inspect.ListDown(ctx, store, policy, inspect.DownQuery{
-			Class: o.class, Limit: page, Cursor: all.Next,
+			Class: o.class, Parent: o.parent, Limit: page, Cursor: all.Next,
 			Window: cfg.Dispatch.RecoveryWindow, Pad: cfg.Ingest.CoalesceWindow,
 		}, now)
 		if err != nil {
@@ -186,4 +191,12 @@ func (o *devicesDownOptions) list(ctx context.Context, store *shard.Store, polic
 	}
 	slices.SortStableFunc(all.Devices, func(a, b inspect.DownDevice) int { return cmp.Compare(a.DeadlineMs, b.DeadlineMs) })
 	return all, nil
+}
+
+// dash is s, or "-" when it is empty.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

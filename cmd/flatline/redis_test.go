@@ -87,7 +87,7 @@ func TestDeviceGetPrintsJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
 			t.Fatalf("%s: not JSON: %v\n%s", flag, err, r.stdout)
 		}
-		want := inspect.Device{DeviceID: "d-1", Tracked: true, DeadlineMs: deadline.UnixMilli(), TimeoutMs: 30000, Class: "cam"}
+		want := inspect.Device{DeviceID: "d-1", Tracked: true, DeadlineMs: deadline.UnixMilli(), TimeoutMs: 30000, Class: "cam", State: inspect.StateTracked}
 		if d != want {
 			t.Fatalf("%s: got %+v, want %+v", flag, d, want)
 		}

@@ -51,6 +51,8 @@ type Options struct {
 type DevicesDownQuery struct {
 	// Class keeps the devices of this class; "" keeps all.
 	Class string
+	// Parent keeps the children of this device; "" keeps all.
+	Parent string
 	// Limit is the most devices of the page: 1 to DevicesDownMaxLimit.
 	Limit int
 	// Cursor is the next of the previous page; "" for the first.
@@ -200,12 +202,12 @@ func getOnly(h http.Handler) http.Handler {
 func (s *Server) devicesDown(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for name := range q {
-		if name != "class" && name != "limit" && name != "cursor" {
-			http.Error(w, fmt.Sprintf("unknown query parameter %q (want class, limit, cursor)", name), http.StatusBadRequest)
+		if name != "class" && name != "parent" && name != "limit" && name != "cursor" {
+			http.Error(w, fmt.Sprintf("unknown query parameter %q (want class, parent, limit, cursor)", name), http.StatusBadRequest)
 			return
 		}
 	}
-	dq := DevicesDownQuery{Class: q.Get("class"), Limit: DevicesDownLimit, Cursor: q.Get("cursor")}
+	dq := DevicesDownQuery{Class: q.Get("class"), Parent: q.Get("parent"), Limit: DevicesDownLimit, Cursor: q.Get("cursor")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		switch {

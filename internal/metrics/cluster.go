@@ -23,6 +23,11 @@ type Cluster struct {
 	// Down maps a class name ("" = no class, DownAllClasses = not split by
 	// class) to the devices down within dispatch.recovery_window.
 	Down map[string]int64
+	// Unreachable splits Down: per class name as Down has them, the
+	// devices down as unreachable (SPEC §14), the others timed out. Nil
+	// when they were too many to tell apart at scrape time: then Down's
+	// series carry state "*".
+	Unreachable map[string]int64
 	// WatermarkMs is min over signals partitions of wm(p), Unix ms; 0 when
 	// no partition has one yet.
 	WatermarkMs int64
@@ -31,8 +36,9 @@ type Cluster struct {
 	// when none does.
 	Stalled     int
 	HeldSinceMs int64
-	// Held maps why devices are held to how many are: "maintenance", the
-	// devices open maintenance windows hold (parked, not heard since).
+	// Held maps why devices are held instead of firing to how many are:
+	// "gateway", children waiting for their silent parent; "maintenance",
+	// devices an open maintenance window holds (parked, not heard since).
 	Held map[string]int64
 	Now  time.Time
 }
@@ -85,12 +91,12 @@ func newClusterCollector(now func() time.Time) *clusterCollector {
 		size:        d("flatline_shard_devices", "Devices tracked per shard.", "shard"),
 		due:         d("flatline_shard_due_backlog", "Members due but not yet fired per shard (held by the watermark or in flight).", "shard"),
 		tracked:     d("flatline_devices_tracked", "Devices tracked, all shards (the sum of flatline_shard_devices)."),
-		down:        d("flatline_devices_down", "Devices timed out within dispatch.recovery_window and not beating since, by class (\"\" = none; \"*\" = all, when too many to split by class at scrape time).", "class"),
+		down:        d("flatline_devices_down", "Devices timed out within dispatch.recovery_window and not beating since, by class (\"\" = none; \"*\" = all, when too many to split by class at scrape time) and state (timed_out; unreachable: silent while their parent was down; \"*\": both, when too many to tell apart).", "class", "state"),
 		wm:          d("flatline_watermark_timestamp_seconds", "The firing watermark: min over signals partitions of wm(p), Unix seconds."),
 		wmLag:       d("flatline_watermark_lag_seconds", "How far the firing watermark is behind now."),
 		stalled:     d("flatline_partitions_stalled", "Signals partitions stalled: busy, and their high-water mark standing still (storm guard)."),
 		held:        d("flatline_firing_held_seconds", "How long stalled partitions have held firing, from the stall's detection; 0 when they do not."),
-		devicesHeld: d("flatline_devices_held", "Devices whose deadline passed and that are held instead of firing, by reason (maintenance: an open maintenance window).", "reason"),
+		devicesHeld: d("flatline_devices_held", "Devices whose deadline passed and that are held instead of firing, by reason (gateway: a child waiting for its silent parent; maintenance: an open maintenance window).", "reason"),
 	}
 }
 
@@ -129,9 +135,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, n := range cl.Due {
 		gauge(c.due, float64(n), strconv.Itoa(i))
 	}
-	for class, n := range cl.Down {
-		gauge(c.down, float64(n), class)
-	}
+	c.collectDown(cl, gauge)
 	gauge(c.stalled, float64(cl.Stalled))
 	held := 0.0
 	if cl.HeldSinceMs > 0 {
@@ -146,6 +150,31 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.wmLag, max(0, float64(cl.Now.UnixMilli()-cl.WatermarkMs)/1000))
 	}
 }
+
+// collectDown exports flatline_devices_down{class, state}.
+func (c *clusterCollector) collectDown(cl Cluster, gauge func(d *prometheus.Desc, v float64, labels ...string)) {
+	var allUnreachable int64
+	for _, n := range cl.Unreachable {
+		allUnreachable += n
+	}
+	for class, n := range cl.Down {
+		if cl.Unreachable == nil {
+			gauge(c.down, float64(n), class, StateAll)
+			continue
+		}
+		u := cl.Unreachable[class]
+		if class == DownAllClasses {
+			u = allUnreachable
+		}
+		u = min(u, n)
+		gauge(c.down, float64(n-u), class, "timed_out")
+		gauge(c.down, float64(u), class, "unreachable")
+	}
+}
+
+// StateAll labels flatline_devices_down when the unreachable devices are
+// too many to tell from the timed-out ones at scrape time.
+const StateAll = "*"
 
 // get returns the cluster state read within ClusterReuse, reading it now
 // when there is none; set is false while no reader is set.

@@ -82,6 +82,7 @@ func TestClusterGaugesAreReadAtScrapeTimeAndAbsentWhenTheReadFails(t *testing.T)
 		return Cluster{
 			LayoutCount: 2, Sizes: []int64{10, 20 + int64(reads)}, Due: []int64{1, 0},
 			Down:        map[string]int64{"": 3, "cam": 4},
+			Unreachable: map[string]int64{"cam": 1},
 			WatermarkMs: clock.now().UnixMilli() - 1500, Now: clock.now(),
 		}, nil
 	})
@@ -94,7 +95,7 @@ func TestClusterGaugesAreReadAtScrapeTimeAndAbsentWhenTheReadFails(t *testing.T)
 		"flatline_shard_devices":               {"shard=0:10", "shard=1:21"},
 		"flatline_shard_due_backlog":           {"shard=0:1", "shard=1:0"},
 		"flatline_devices_tracked":             {":31"},
-		"flatline_devices_down":                {"class=:3", "class=cam:4"},
+		"flatline_devices_down":                {"class=camstate=timed_out:3", "class=camstate=unreachable:1", "class=state=timed_out:3", "class=state=unreachable:0"},
 		"flatline_watermark_timestamp_seconds": {":" + formatFloat(float64(clock.now().UnixMilli()-1500)/1000)},
 		"flatline_watermark_lag_seconds":       {":1.5"},
 	}

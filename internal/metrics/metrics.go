@@ -42,8 +42,11 @@ type Metrics struct {
 
 	TimeoutsPublished  prometheus.Counter
 	RecoveredPublished prometheus.Counter
-	PublishErrors      *prometheus.CounterVec // reason: PublishReasons
-	Lateness           prometheus.Histogram
+	// UnreachablePublished counts the unreachable events (SPEC §14)
+	// acknowledged, which TimeoutsPublished counts too.
+	UnreachablePublished prometheus.Counter
+	PublishErrors        *prometheus.CounterVec // reason: PublishReasons
+	Lateness             prometheus.Histogram
 
 	ScanErrors   prometheus.Counter
 	StaleDropped prometheus.Counter
@@ -155,6 +158,7 @@ func (m *Metrics) newCounters(r *prometheus.Registry) {
 		{&m.FetchErrors, "flatline_fetch_errors_total", "Fetches of the signals topic that failed; the partition's connection is reopened after a backoff."},
 		{&m.TimeoutsPublished, "flatline_timeouts_published_total", "Timeout events acknowledged by Kafka."},
 		{&m.RecoveredPublished, "flatline_recoveries_published_total", "Recovered events acknowledged by Kafka."},
+		{&m.UnreachablePublished, "flatline_unreachable_total", "Unreachable events (a device silent while its parent is down) acknowledged by Kafka; flatline_timeouts_published_total counts them too."},
 		{&m.ScanErrors, "flatline_scan_errors_total", "Scanner passes that failed."},
 		{&m.StaleDropped, "flatline_stale_copies_dropped_total", "Stale copies of a device in its previous shard dropped during a migration."},
 		{&m.ReplaysDropped, "flatline_replays_dropped_total", "Replayed heartbeats not later than a timeout their device already fired, dropped by the scanner instead of firing it again."},

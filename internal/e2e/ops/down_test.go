@@ -19,7 +19,7 @@ import (
 // listed by GET /devices/down as `flatline devices down -o json` lists them
 // (inspect.ListDown over the policy the command reads), with the
 // command's --class and --limit as query options, and counted by
-// flatline_devices_down{class} and /status.
+// flatline_devices_down{class, state} and /status.
 func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
 	const live, cams, plain = 20, 6, 4
 	in := startInstanceWith(t, 4, func(c *configs.Config) {
@@ -105,9 +105,10 @@ func TestDevicesDownEndpointAnswersAsTheCommand(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"flatline_devices_down", []string{"class", "cam"}, cams},
-		{"flatline_devices_down", []string{"class", ""}, plain},
-		{"flatline_devices_down", []string{"class", "gateway"}, 0},
+		{"flatline_devices_down", []string{"class", "cam", "state", "timed_out"}, cams},
+		{"flatline_devices_down", []string{"class", "", "state", "timed_out"}, plain},
+		{"flatline_devices_down", []string{"class", "gateway", "state", "timed_out"}, 0},
+		{"flatline_devices_down", []string{"class", "cam", "state", "unreachable"}, 0},
 		{"flatline_devices_tracked", nil, live},
 	} {
 		if got, ok := m.Value(s.name, s.labels...); !ok || got != s.want {
