@@ -33,7 +33,7 @@ type scenarioInfra struct {
 // startInfra starts a scenario's Kafka and Redis; stop tears both down.
 func startInfra(ctx context.Context, o *options) (*scenarioInfra, error) {
 	kc := configs.Default().Kafka
-	topics := append([]string{kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic}, shapeTopics(o.shapes)...)
+	topics := append([]string{kc.SignalsTopic, kc.TimeoutsTopic, kc.DeadLetterTopic, parentsTopic}, shapeTopics(o.shapes)...)
 	brokers, stopKafka, err := demo.StartKafka(ctx, o.partitions, topics...)
 	if err != nil {
 		return nil, err

@@ -42,6 +42,13 @@ func idIndex(prefix string, key []byte, n int) (int, bool) {
 // call ingest makes, with the deadline deadlineOf(k) for ids[k] and no
 // class. It returns the time taken.
 func loadDeadlines(ctx context.Context, st *shard.Store, shards int, ids []string, deadlineOf func(k int) int64) (time.Duration, error) {
+	return loadFamily(ctx, st, shards, ids, deadlineOf, "")
+}
+
+// loadFamily is loadDeadlines for children of parent (none when ""): each
+// names parent as ingest records a heartbeat's "parent".
+func loadFamily(ctx context.Context, st *shard.Store, shards int, ids []string, deadlineOf func(k int) int64, parent string) (time.Duration, error) {
+	pi := shard.Of(shard.Hash(parent), shards)
 	start := time.Now()
 	g, ctx := errgroup.WithContext(ctx)
 	var mu sync.Mutex
@@ -61,7 +68,11 @@ func loadDeadlines(ctx context.Context, st *shard.Store, shards int, ids []strin
 				b.Reset(shards)
 				for k := from; k < to; k++ {
 					id := ids[k]
-					b.Add(shard.Of(shard.Hash(id), shards), id, shard.Score(deadlineOf(k), 0), 0)
+					i := shard.Of(shard.Hash(id), shards)
+					b.Add(i, id, shard.Score(deadlineOf(k), 0), 0)
+					if parent != "" {
+						b.SetParent(i, id, parent, pi)
+					}
 				}
 				if _, err := st.Write(ctx, &b); err != nil {
 					return err

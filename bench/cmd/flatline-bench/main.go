@@ -29,10 +29,13 @@
 //     the storm guard on and off (storm.max_hold 0), alternately.
 //  10. maintenance cost (scenario "maintenance-cost"): exact ingest with
 //     10,000 maintenance windows open and with none, alternately.
+//  11. gateway cost (scenario "gateway-cost"): a dead gateway's 100,000
+//     children against as many devices without a parent, Redis bytes per
+//     child, exact ingest with a parent in every heartbeat and without.
 //
 // Usage (see `make bench`):
 //
-//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,shard-cost,storm-cost,maintenance-cost,peers] [-scale 0.5]
+//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,shard-cost,storm-cost,maintenance-cost,gateway-cost,peers] [-scale 0.5]
 //	    [-peers bin/flatline-bench-peers] [-micro file] [-cpuprofile prefix] [-out bench/results]
 package main
 
@@ -131,7 +134,7 @@ func main() {
 func run() int {
 	o := &options{}
 	fs := flag.NewFlagSet("flatline-bench", flag.ExitOnError)
-	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,shard-cost,storm-cost,maintenance-cost,peers", "comma-separated scenarios to run (peers needs -peers)")
+	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,shard-cost,storm-cost,maintenance-cost,gateway-cost,peers", "comma-separated scenarios to run (peers needs -peers)")
 	fs.Float64Var(&o.scale, "scale", 1, "multiply every device and heartbeat count (not rates) by this; the output says so")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON result (empty: none)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write CPU profiles to PREFIX-<scenario>.pprof (flatline) and PREFIX-bench.pprof (this process)")
@@ -283,6 +286,7 @@ func run() int {
 	runOne("shard-cost", func() (err error) { res.ShardCost, err = runShardCost(ctx, o); return })
 	runOne("storm-cost", func() (err error) { res.StormCost, err = runStormCost(ctx, o); return })
 	runOne("maintenance-cost", func() (err error) { res.MaintenanceCost, err = runMaintenanceCost(ctx, o); return })
+	runOne("gateway-cost", func() (err error) { res.GatewayCost, err = runGatewayCost(ctx, o); return })
 	if o.peersBin != "" {
 		runOne("peers", func() (err error) {
 			var skip []string

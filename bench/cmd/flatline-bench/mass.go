@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"sync"
@@ -102,13 +103,31 @@ func runMass(ctx context.Context, o *options) (*MassResult, error) {
 // storm.max_hold 0 all the same, as every such benchmark should, and the
 // storm-cost scenario measures it with the guard on.
 func runMassOnce(ctx context.Context, o *options, run int, settings ...map[string]string) (*MassResult, error) {
+	return runMassFamily(ctx, o, run, o.massDevices, nil, settings...)
+}
+
+// family is a gateway whose children are the devices of a mass expiry: it
+// is due with them, and its timeout's arrival and children_held are kept.
+type family struct {
+	parent       string
+	mu           sync.Mutex
+	deadline     time.Time // the shared deadline
+	parentAt     time.Time
+	childrenHeld int64
+	unreachable  int
+	timeouts     int
+}
+
+// runMassFamily is runMassOnce for devices devices, children of fam's
+// gateway when fam is not nil.
+func runMassFamily(ctx context.Context, o *options, run, devices int, fam *family, settings ...map[string]string) (*MassResult, error) {
 	infra, err := startInfra(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	defer infra.stop()
 	kc, brokers, rp, st := infra.kc, infra.brokers, infra.rp, infra.st
-	res := &MassResult{Devices: o.massDevices}
+	res := &MassResult{Devices: devices}
 	if run == 0 {
 		res.Profile = o.profilePath("mass") // the first run's
 	}
@@ -127,11 +146,14 @@ func runMassOnce(ctx context.Context, o *options, run int, settings ...map[strin
 	// Uniqueness by the id's index, not a map of a million strings: the
 	// consumer shares the machine with flatline and should cost it little.
 	var mu sync.Mutex
-	seen := make([]bool, o.massDevices)
-	arrivals := make([]time.Time, 0, o.massDevices) // one per unique event
+	seen := make([]bool, devices)
+	arrivals := make([]time.Time, 0, devices) // one per unique event
 	received, foreign := 0, 0
 	cons, err := startConsumer(brokers, kc.TimeoutsTopic, func(a arrival) {
-		k, ok := idIndex("m-", a.key, o.massDevices)
+		k, ok := idIndex("m-", a.key, devices)
+		if fam != nil {
+			fam.saw(a, ok)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		received++
@@ -150,10 +172,21 @@ func runMassOnce(ctx context.Context, o *options, run int, settings ...map[strin
 	}
 	defer cons.Stop()
 
-	ids := sample.DeviceIDs("m-", o.massDevices)
+	ids := sample.DeviceIDs("m-", devices)
 	deadline := time.Now().Add(o.massMargin)
-	status("mass: %d devices, all due at +%s", o.massDevices, o.massMargin)
-	load, err := loadDeadlines(ctx, st, o.shards, ids, func(int) int64 { return deadline.UnixMilli() })
+	status("mass: %d devices, all due at +%s", devices, o.massMargin)
+	due := func(int) int64 { return deadline.UnixMilli() }
+	parent := ""
+	if fam != nil {
+		fam.mu.Lock()
+		fam.deadline = deadline
+		fam.mu.Unlock()
+		parent = fam.parent
+		if _, err := loadDeadlines(ctx, st, o.shards, []string{parent}, due); err != nil {
+			return nil, err
+		}
+	}
+	load, err := loadFamily(ctx, st, o.shards, ids, due, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +210,7 @@ func runMassOnce(ctx context.Context, o *options, run int, settings ...map[strin
 				drained = time.Now()
 			}
 		}
-		if n >= o.massDevices && !drained.IsZero() {
+		if n >= devices && !drained.IsZero() {
 			res.Completed = true
 			break
 		}
@@ -223,4 +256,26 @@ func runMassOnce(ctx context.Context, o *options, run int, settings ...map[strin
 	}
 	res.PeakRSSBytes = ps.PeakRSS
 	return res, nil
+}
+
+// saw tallies an event of the family's run: the gateway's timeout, or a
+// child's event by its type.
+func (f *family) saw(a arrival, child bool) {
+	var ev struct {
+		Type         string `json:"type"`
+		ChildrenHeld int64  `json:"children_held"`
+	}
+	if err := json.Unmarshal(a.value, &ev); err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case string(a.key) == f.parent:
+		f.parentAt, f.childrenHeld = a.at, ev.ChildrenHeld
+	case child && ev.Type == "unreachable":
+		f.unreachable++
+	case child:
+		f.timeouts++
+	}
 }

@@ -37,12 +37,15 @@ type Result struct {
 	// MaintenanceCost: exact ingest with 10,000 maintenance windows open
 	// and with none.
 	MaintenanceCost *MaintenanceCostResult `json:"maintenance_cost,omitempty"`
-	Memory          *MemoryResult          `json:"memory,omitempty"`
-	Peers           *PeersResult           `json:"peers,omitempty"`
-	Micro           []MicroResult          `json:"micro,omitempty"`
-	Errors          map[string]string      `json:"errors,omitempty"`
-	Table           []Row                  `json:"table"`
-	Profiles        []string               `json:"cpu_profiles,omitempty"`
+	// GatewayCost: a dead gateway's children, bytes per child and ingest
+	// with parents, each against the same without parents.
+	GatewayCost *GatewayCostResult `json:"gateway_cost,omitempty"`
+	Memory      *MemoryResult      `json:"memory,omitempty"`
+	Peers       *PeersResult       `json:"peers,omitempty"`
+	Micro       []MicroResult      `json:"micro,omitempty"`
+	Errors      map[string]string  `json:"errors,omitempty"`
+	Table       []Row              `json:"table"`
+	Profiles    []string           `json:"cpu_profiles,omitempty"`
 }
 
 // Row is one line of the table.
@@ -251,6 +254,17 @@ func (r *Result) buildTable() {
 	if c := r.MaintenanceCost; c != nil {
 		add("10 maintenance cost", fmt.Sprintf("exact ingest, %s windows open / none (hb/s open: %s; none: %s)", num(float64(c.Windows)), list(c.Open), list(c.None)),
 			fmt.Sprintf("%.3f ×", c.Ratio), fmt.Sprintf("≥ %.2f ×", maintCostTarget), check(c.Ratio >= maintCostTarget))
+	}
+	if c := r.GatewayCost; c != nil {
+		gc := "11 gateway cost"
+		add(gc, fmt.Sprintf("%s children of a dead gateway: drain from its timeout / %s devices without a parent (events/s children: %s; plain: %s); last run %d unreachable, %d child timeouts, children_held %d",
+			num(c.Children), num(c.Children), list(c.FamilyFromParent), list(c.Plain), c.Unreachable, c.ChildTimeouts, c.ChildrenHeld),
+			fmt.Sprintf("%.3f ×", c.RatioDrain), fmt.Sprintf("≥ %.1f ×", gatewayDrainTarget), check(c.RatioDrain >= gatewayDrainTarget && c.ChildTimeouts == 0 && c.Unreachable == c.Children))
+		add(gc, "flatline CPU per event, children / devices without a parent", fmt.Sprintf("%.2f ×", c.RatioCPU), "(reported)", "")
+		add(gc, fmt.Sprintf("Redis bytes per child over a device without a parent (its parent's id: %d B)", c.ParentIDBytes),
+			fmt.Sprintf("+%.1f B", c.BytesPerChild), fmt.Sprintf("≤ +%d B", c.ParentIDBytes+gatewayBytesTarget), check(c.BytesPerChild <= float64(c.ParentIDBytes+gatewayBytesTarget)))
+		add(gc, fmt.Sprintf("exact ingest, a parent in every heartbeat / none (hb/s parents: %s; none: %s)", list(c.IngestParents), list(c.IngestPlain)),
+			fmt.Sprintf("%.3f ×", c.RatioIngest), fmt.Sprintf("≥ %.1f ×", gatewayIngestTarget), check(c.RatioIngest >= gatewayIngestTarget))
 	}
 	if c := r.ShardCost; c != nil && len(c.Runs) > 1 {
 		sc := "8 shard cost"
