@@ -252,8 +252,9 @@ func (r *Result) buildTable() {
 			fmt.Sprintf("%.3f ×", c.RatioMass), fmt.Sprintf("≥ %.2f ×", stormCostTarget), check(c.RatioMass >= stormCostTarget))
 	}
 	if c := r.MaintenanceCost; c != nil {
-		add("10 maintenance cost", fmt.Sprintf("exact ingest, %s windows open / none (hb/s open: %s; none: %s)", num(float64(c.Windows)), list(c.Open), list(c.None)),
+		add("10 maintenance cost", fmt.Sprintf("exact ingest after the first write, %s windows open / none (hb/s open: %s; none: %s)", num(float64(c.Windows)), list(c.Open), list(c.None)),
 			fmt.Sprintf("%.3f ×", c.Ratio), fmt.Sprintf("≥ %.2f ×", maintCostTarget), check(c.Ratio >= maintCostTarget))
+		add("10 maintenance cost", "the same from the instance's start (it loads the windows first)", fmt.Sprintf("%.3f ×", c.RatioFromStart), "(reported)", "")
 	}
 	if c := r.GatewayCost; c != nil {
 		gc := "11 gateway cost"
