@@ -95,10 +95,33 @@ func (f *family) readParents(ctx context.Context, l shard.Layout) error {
 			deadline, timeout := f.sc.s.opts.Timing(id, heard, ov)
 			p.lastMs = deadline - timeout
 			p.deadlineMs, _ = shard.DecodeScore(st.Live)
+			p.down = !st.Waited && f.silentPast(id, st.Live, p.deadlineMs)
 		}
 		f.parents[id] = p
 	}
 	return nil
+}
+
+// silentPast reports whether a parent at score, whose deadline deadlineMs
+// the firing gate has passed, is silent past its timeout: every heartbeat
+// it sent before that is in Redis, so its timeout is on its way (its
+// shard's scanner fires it), unless a maintenance window holds it. Its
+// children are unreachable at once then, without a hold and a second look:
+// a gateway and its children due together drain in one pass.
+func (f *family) silentPast(id string, score float64, deadlineMs int64) bool {
+	if deadlineMs > f.upTo {
+		return false
+	}
+	opts := f.sc.s.opts
+	if opts.Maintenance == nil || !opts.Maintenance.Active() {
+		return true
+	}
+	class := ""
+	if opts.ClassOf != nil {
+		class = opts.ClassOf(score)
+	}
+	_, _, held := opts.Maintenance.Holding(id, class, deadlineMs, f.now)
+	return !held
 }
 
 // decide chooses what becomes of member k (see gateways).
