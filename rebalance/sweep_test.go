@@ -18,12 +18,7 @@ import (
 func TestSweepMovesDownEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, _ := testenv.Store(t)
-	log := slog.New(slog.DiscardHandler)
-	w := NewWatcher(WatcherOptions{Store: st, Config: DefaultConfig(), Log: log})
-	if _, err := w.Init(ctx, 16); err != nil {
-		t.Fatal(err)
-	}
+	st, w, log := sweepRig(t)
 	// Forty devices time out under 16 shards.
 	old := shard.Score(shard.Epoch+5000, 0)
 	var b shard.Batch
@@ -82,12 +77,7 @@ func TestSweepMovesDownEntries(t *testing.T) {
 func TestSweepMovesParents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, _ := testenv.Store(t)
-	log := slog.New(slog.DiscardHandler)
-	w := NewWatcher(WatcherOptions{Store: st, Config: DefaultConfig(), Log: log})
-	if _, err := w.Init(ctx, 16); err != nil {
-		t.Fatal(err)
-	}
+	st, w, log := sweepRig(t)
 	live := shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)
 	down := shard.Score(shard.Epoch+5000, 0)
 	var b shard.Batch
@@ -140,4 +130,17 @@ func TestSweepMovesParents(t *testing.T) {
 	if moved == 0 {
 		t.Fatal("no device changed shard: the test proves nothing")
 	}
+}
+
+// sweepRig is a store on a Redis of the test's own and a watcher on it,
+// initialized with 16 shards.
+func sweepRig(t *testing.T) (*shard.Store, *Watcher, *slog.Logger) {
+	t.Helper()
+	st, _ := testenv.Store(t)
+	log := slog.New(slog.DiscardHandler)
+	w := NewWatcher(WatcherOptions{Store: st, Config: DefaultConfig(), Log: log})
+	if _, err := w.Init(context.Background(), 16); err != nil {
+		t.Fatal(err)
+	}
+	return st, w, log
 }

@@ -41,30 +41,24 @@ const (
 	hsetHead = 2 // HSET key
 )
 
+// emptied is s cleared (no reference kept to what it held) and cut to
+// length 0, its backing array kept.
+func emptied[T any](s []T) []T {
+	clear(s)
+	return s[:0]
+}
+
 // Reset empties b for shard count n, keeping its buffers.
 func (b *Batch) Reset(n int) {
 	for _, i := range b.touched {
 		sb := &b.shards[i]
 		sb.used = false
-		clear(sb.zadd)
-		sb.zadd, sb.n = sb.zadd[:0], 0
-		clear(sb.ids)
-		sb.scores, sb.ids = sb.scores[:0], sb.ids[:0]
+		sb.zadd, sb.n = emptied(sb.zadd), 0
+		sb.scores, sb.ids = sb.scores[:0], emptied(sb.ids)
 		sb.moved = sb.moved[:0]
-		clear(sb.hset)
-		sb.hset = sb.hset[:0]
-		clear(sb.forgets)
-		sb.forgets = sb.forgets[:0]
-		clear(sb.reforgets)
-		sb.reforgets = sb.reforgets[:0]
-		clear(sb.check)
-		sb.check = sb.check[:0]
-		clear(sb.parents)
-		sb.parents = sb.parents[:0]
-		clear(sb.unparents)
-		sb.unparents = sb.unparents[:0]
-		clear(sb.named)
-		sb.named = sb.named[:0]
+		sb.hset, sb.forgets, sb.reforgets = emptied(sb.hset), emptied(sb.forgets), emptied(sb.reforgets)
+		sb.check = emptied(sb.check)
+		sb.parents, sb.unparents, sb.named = emptied(sb.parents), emptied(sb.unparents), emptied(sb.named)
 	}
 	b.touched = b.touched[:0]
 	if cap(b.shards) < n {

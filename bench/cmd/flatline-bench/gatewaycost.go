@@ -71,12 +71,13 @@ func runGatewayCost(ctx context.Context, o *options) (*GatewayCostResult, error)
 	}
 	var plainCPU, famCPU []float64
 	var err error
-	res.Plain, res.Family, err = inTurns(o.stormPairs, "plain", "children", func(_ int, side string) (float64, error) {
+	res.Plain, res.Family, err = inTurns(o.stormPairs, "plain", "children", func(k int, side string) (float64, error) {
 		var fam *family
+		run := 1 // no profile
 		if side == "children" {
-			fam = &family{parent: gatewayParent}
+			fam, run = &family{parent: gatewayParent}, k // -cpuprofile: the first children's
 		}
-		r, err := runMassFamily(ctx, o, 1, gatewayChildren, fam)
+		r, err := runMassFamily(ctx, o, run, gatewayChildren, fam)
 		if err != nil {
 			return 0, err
 		}
