@@ -13,33 +13,55 @@ import (
 	"github.com/flatline-dev/flatline/timeouts"
 )
 
-// preparedAllocs is how many allocations preparing and routing a batch of
-// n heartbeats (values made by value) costs once the processor's buffers
-// have grown.
-func preparedAllocs(t *testing.T, n int, value func(k int) string) float64 {
-	t.Helper()
+// preparer runs a processor's prepare, route and record of batches, as
+// finish does once a batch is written.
+type preparer struct {
+	p     *processor
+	now   time.Time
+	order []uint16
+}
+
+func newPreparer(tb testing.TB) *preparer {
+	tb.Helper()
 	kc := kafkaconn.DefaultConfig()
 	kc.DeadLetterTopic = ""
 	in, err := New(DefaultConfig(), Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: kc,
 		Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	p := newProcessors(in, 1)[0]
-	now := time.Now()
+	return &preparer{p: newProcessors(in, 1)[0], now: time.Now()}
+}
+
+// chunk is a batch of n heartbeats of devices dev-<first+k>, their values
+// made by value.
+func (pr *preparer) chunk(first, n int, value func(k int) string) []chunk {
 	rs := make([]kfetch.Record, n)
 	for k := range rs {
-		rs[k] = kfetch.Record{Offset: int64(k), Time: now, Key: []byte(fmt.Sprintf("dev-%d", k)),
-			Value: []byte(value(k))}
+		rs[k] = kfetch.Record{Offset: int64(k), Time: pr.now, Key: []byte(fmt.Sprintf("dev-%d", first+k)),
+			Value: []byte(value(first + k))}
 	}
-	chunks := []chunk{{partition: 0, msgs: rs, next: int64(n), sentMs: now.UnixMilli()}}
-	order := make([]uint16, n)
-	l := shard.Layout{Count: 16}
-	run := func() {
-		p.prepare(chunks, order)
-		p.route(l)
-		p.recordKin() // as finish does once the batch is written
+	return []chunk{{partition: 0, msgs: rs, next: int64(n), sentMs: pr.now.UnixMilli()}}
+}
+
+func (pr *preparer) run(chunks []chunk) {
+	n := len(chunks[0].msgs)
+	if len(pr.order) != n {
+		pr.order = make([]uint16, n)
 	}
+	pr.p.prepare(chunks, pr.order)
+	pr.p.route(shard.Layout{Count: 16})
+	pr.p.recordKin()
+}
+
+// preparedAllocs is how many allocations preparing and routing a batch of
+// n heartbeats (values made by value) costs once the processor's buffers
+// have grown.
+func preparedAllocs(t *testing.T, n int, value func(k int) string) float64 {
+	t.Helper()
+	pr := newPreparer(t)
+	c := pr.chunk(0, n, value)
+	run := func() { pr.run(c) }
 	run()
 	return testing.AllocsPerRun(20, run)
 }

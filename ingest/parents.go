@@ -12,6 +12,14 @@ import (
 // when it changes: every heartbeat of a child repeats its parent, and a
 // fleet without parents never reaches it.
 //
+// It is a set-associative table of routing hashes (shard.Hash), not a map
+// of ids: a child's look-up is one cache line, where a map of hundreds of
+// thousands of ids costs about two cache misses and a string compare, and
+// the table holds no pointer for the collector to scan. A device is told
+// by its whole 64-bit hash: two devices of one fleet sharing one is as
+// unlikely as a lost write. A full bucket forgets its oldest entry: a
+// forgotten child writes its parent once more.
+//
 // Why it is safe. Only writes Redis acknowledged are remembered (finish
 // runs after Store.Write succeeded); a batch that names a parent not yet
 // remembered writes it, so a lost memory costs a write, never a parent.
@@ -21,19 +29,102 @@ import (
 // changed meanwhile is written again. A tombstone forgets the device: its
 // deregistration deletes the parent in Redis too.
 type parentMemo struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu      sync.Mutex
+	buckets []memoBucket // a power of two of them; none until a parent is recorded
+	n       int          // entries
 }
 
-// parentMemoMax bounds the memory: when full it starts afresh.
-const parentMemoMax = 1 << 20
+// memoBucket is one cache line: four devices' hashes and their parents'.
+// A device hash of 0 marks an empty slot (a device hashing to 0 is just
+// never remembered).
+type memoBucket [memoWays]struct{ dev, parent uint64 }
 
-func newParentMemo() *parentMemo { return &parentMemo{m: make(map[string]string)} }
+const (
+	memoWays = 4
+	// The table starts at minMemoBuckets and doubles while it holds more
+	// than 3 entries a bucket, up to maxMemoBuckets (64 MiB, 4 M children).
+	minMemoBuckets = 1 << 12
+	maxMemoBuckets = 1 << 20
+)
+
+func newParentMemo() *parentMemo { return &parentMemo{} }
+
+// bucket is where device hash h lives: its low bits pick it.
+func (pm *parentMemo) bucket(h uint64) *memoBucket {
+	return &pm.buckets[h&uint64(len(pm.buckets)-1)]
+}
+
+// parentOf returns the parent hash remembered for device hash h.
+func (pm *parentMemo) parentOf(h uint64) (uint64, bool) {
+	if len(pm.buckets) == 0 || h == 0 {
+		return 0, false
+	}
+	b := pm.bucket(h)
+	for w := range b {
+		if b[w].dev == h {
+			return b[w].parent, true
+		}
+	}
+	return 0, false
+}
+
+// put remembers parent hash ph for device hash h.
+func (pm *parentMemo) put(h, ph uint64) {
+	if h == 0 {
+		return
+	}
+	if len(pm.buckets) == 0 || (pm.n > 3*len(pm.buckets) && len(pm.buckets) < maxMemoBuckets) {
+		pm.grow()
+	}
+	b := pm.bucket(h)
+	for w := range b {
+		if b[w].dev == h || b[w].dev == 0 {
+			if b[w].dev == 0 {
+				pm.n++
+			}
+			b[w].dev, b[w].parent = h, ph
+			return
+		}
+	}
+	// Full: the oldest goes, the others move up.
+	copy(b[:], b[1:])
+	b[memoWays-1].dev, b[memoWays-1].parent = h, ph
+}
+
+// grow doubles the table (or makes the first one), keeping its entries.
+func (pm *parentMemo) grow() {
+	old := pm.buckets
+	pm.buckets, pm.n = make([]memoBucket, max(2*len(old), minMemoBuckets)), 0
+	for k := range old {
+		for _, e := range old[k] {
+			if e.dev != 0 {
+				pm.put(e.dev, e.parent)
+			}
+		}
+	}
+}
+
+// drop forgets device hash h.
+func (pm *parentMemo) drop(h uint64) {
+	if len(pm.buckets) == 0 || h == 0 {
+		return
+	}
+	b := pm.bucket(h)
+	for w := range b {
+		if b[w].dev == h {
+			copy(b[w:], b[w+1:])
+			b[memoWays-1].dev, b[memoWays-1].parent = 0, 0
+			pm.n--
+			return
+		}
+	}
+}
 
 // kinChange is a parent change of a batch: device id names parent, ""
-// for none.
+// for none; h and ph are their hashes.
 type kinChange struct {
 	id, parent string
+	h, ph      uint64
 }
 
 // changes appends to out the entries whose parent differs from the one
@@ -46,10 +137,11 @@ func (pm *parentMemo) changes(entries []entry, out []kinChange) []kinChange {
 		if !e.hasParent || e.tomb {
 			continue
 		}
-		if cur, ok := pm.m[e.id]; ok && cur == e.parent && !e.reregister {
+		h, ph := shard.Hash(e.id), shard.Hash(e.parent)
+		if cur, ok := pm.parentOf(h); ok && cur == ph && !e.reregister {
 			continue
 		}
-		out = append(out, kinChange{id: e.id, parent: e.parent})
+		out = append(out, kinChange{id: e.id, parent: e.parent, h: h, ph: ph})
 	}
 	return out
 }
@@ -58,18 +150,15 @@ func (pm *parentMemo) changes(entries []entry, out []kinChange) []kinChange {
 func (pm *parentMemo) record(cs []kinChange) {
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
-	if len(pm.m)+len(cs) > parentMemoMax {
-		clear(pm.m)
-	}
 	for _, c := range cs {
-		pm.m[c.id] = c.parent
+		pm.put(c.h, c.ph)
 	}
 }
 
 // forget drops a deregistered device.
 func (pm *parentMemo) forget(id string) {
 	pm.mu.Lock()
-	delete(pm.m, id)
+	pm.drop(shard.Hash(id))
 	pm.mu.Unlock()
 }
 
@@ -79,10 +168,10 @@ func (pm *parentMemo) forget(id string) {
 // marked as one in its own shard.
 func (p *processor) routeKin(l shard.Layout) {
 	for _, c := range p.kin {
-		h := shard.Hash(c.id)
+		h := c.h
 		i, pi := l.ShardOf(h), 0
 		if c.parent != "" {
-			pi = l.ShardOf(shard.Hash(c.parent))
+			pi = l.ShardOf(c.ph)
 		}
 		p.batch.SetParent(i, c.id, c.parent, pi)
 		if prev, moved := l.PreviousOf(h); moved {

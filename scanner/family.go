@@ -241,10 +241,15 @@ func (f *family) apply(ctx context.Context) ([]shard.Member, map[string]timeouts
 	var to []float64
 	var waits []*shard.Wait
 	var idx []int
+	holding := false
 	for k := range f.acts {
 		if a := &f.acts[k]; a.rescore {
 			ms, to, waits, idx = append(ms, f.batch[k]), append(to, a.to), append(waits, a.wait), append(idx, k)
+			holding = holding || a.wait != nil
 		}
+	}
+	if holding {
+		defer f.sc.kin.writingHolds()()
 	}
 	if len(ms) > 0 {
 		done, err := st.Rescore(ctx, f.sc.id, ms, to, waits)
@@ -270,7 +275,7 @@ func (f *family) apply(ctx context.Context) ([]shard.Member, map[string]timeouts
 // children of the gateways among them.
 func (f *family) firing(ctx context.Context) ([]shard.Member, map[string]timeouts.Note, error) {
 	fire := make([]shard.Member, 0, len(f.batch))
-	notes := make(map[string]timeouts.Note)
+	notes := make(map[string]timeouts.Note, len(f.batch))
 	var gateways []string
 	for k := range f.acts {
 		a := &f.acts[k]

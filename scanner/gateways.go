@@ -2,6 +2,7 @@ package scanner
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/flatline-dev/flatline/internal/confcheck"
@@ -36,11 +37,83 @@ const (
 	recheckMax   = time.Second
 )
 
-// kinlessFor is how long a shard found without parents, gateways or holds
-// is taken to have none: a parent named meanwhile counts for deadlines
-// after that. (A child's deadline is at least timeouts.min, 1 s by
-// default, after the heartbeat that named its parent.)
+// kinlessFor is how long a family key of a shard (its parents, gateways
+// or holds) found absent is taken to stay so: a parent named meanwhile
+// counts for deadlines after that. (A child's deadline is at least
+// timeouts.min, 1 s by default, after the heartbeat that named its
+// parent.)
 const kinlessFor = time.Second
+
+// absentKin remembers which of a shard's family keys were found absent,
+// and until when, so that a group reads only the keys there are: a fleet
+// without parents pays a round trip a second per shard with due devices,
+// and a shard whose devices name no gateway and hold no child reads only
+// its parents. Holds are written by the shard's own scanner alone
+// (Rescore): an absence read while one of its hold writes was under way,
+// or began, is not remembered. While the layout migrates, or once it
+// changed, every key is read.
+type absentKin struct {
+	mu                 sync.Mutex
+	epoch              int64 // the layout's the absences were found under
+	parents, gateways  int64 // absent until (Unix ms)
+	holds              int64
+	holdWrites, holdsN int // hold writes under way, and begun
+}
+
+// kinTicket is what a read of the keys knew when it began.
+type kinTicket struct {
+	since, epoch int64
+	migrating    bool
+	busy         bool // a hold write was under way
+	holdsN       int
+}
+
+// toRead returns the keys a group due at nowMs under l reads.
+func (a *absentKin) toRead(l shard.Layout, nowMs int64) (shard.KinKeys, kinTicket) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t := kinTicket{since: nowMs, epoch: l.Epoch, migrating: l.Migrating(), busy: a.holdWrites > 0, holdsN: a.holdsN}
+	if t.migrating || l.Epoch != a.epoch {
+		return shard.KinKeys{Parents: true, Gateways: true, Holds: true}, t
+	}
+	return shard.KinKeys{Parents: nowMs >= a.parents, Gateways: nowMs >= a.gateways, Holds: nowMs >= a.holds}, t
+}
+
+// found remembers the keys the read of t found absent.
+func (a *absentKin) found(exist shard.KinKeys, t kinTicket) {
+	if t.migrating {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.epoch != t.epoch {
+		a.epoch, a.parents, a.gateways, a.holds = t.epoch, 0, 0, 0
+	}
+	until := t.since + kinlessFor.Milliseconds()
+	if !exist.Parents {
+		a.parents = until
+	}
+	if !exist.Gateways {
+		a.gateways = until
+	}
+	if !exist.Holds && !t.busy && a.holdsN == t.holdsN {
+		a.holds = until
+	}
+}
+
+// writingHolds is called before the scanner writes holds, done after.
+func (a *absentKin) writingHolds() (done func()) {
+	a.mu.Lock()
+	a.holdWrites++
+	a.holdsN++
+	a.holds = 0
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		a.holdWrites--
+		a.mu.Unlock()
+	}
+}
 
 // gateways is firing's step for families (SPEC §14): a child due while its
 // parent is silent waits for its parent instead of firing. Of batch it
@@ -66,17 +139,14 @@ func (sc *shardScanner) gateways(ctx context.Context, batch []shard.Member, over
 	if s.opts.Gateways == nil || s.opts.Timing == nil || len(batch) == 0 {
 		return batch, nil, nil
 	}
-	nowMs := s.opts.Now().UnixMilli()
-	if nowMs < sc.kinlessUntil.Load() {
+	l := s.opts.Layout.Current()
+	read, t := sc.kin.toRead(l, s.opts.Now().UnixMilli())
+	if read == (shard.KinKeys{}) {
 		return batch, nil, nil
 	}
-	l := s.opts.Layout.Current()
-	kin, any, none, err := s.opts.Store.KinOf(ctx, sc.id, batch, otherShards(l, sc.id, batch))
-	if none && !l.Migrating() {
-		// A shard without families is looked at again a second later at
-		// the earliest: a mass expiry of a fleet without parents pays a
-		// round trip a second, not one per group.
-		sc.kinlessUntil.Store(nowMs + kinlessFor.Milliseconds())
+	kin, any, exist, err := s.opts.Store.KinOf(ctx, sc.id, batch, otherShards(l, sc.id, batch), read)
+	if err == nil {
+		sc.kin.found(exist, t)
 	}
 	if err != nil || !any {
 		return batch, nil, err

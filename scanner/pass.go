@@ -38,9 +38,8 @@ type shardScanner struct {
 	held      atomic.Int64 // deadline (ms) of the next member due by time but held by the watermark; 0 none (set by setHeld)
 	oneScore  bool         // the last read held one score (pass's own, like backoff)
 	stopped   atomic.Bool
-	// kinlessUntil (Unix ms): until then the shard is known to hold no
-	// parent, gateway or hold (see gateways).
-	kinlessUntil atomic.Int64
+	// kin remembers the shard's family keys found absent (see gateways).
+	kin absentKin
 
 	mu  sync.Mutex
 	job gocron.Job // the current job (under mu: replaced when the shard is regained)

@@ -6,6 +6,9 @@ package shard
 type Batch struct {
 	shards  []shardBatch
 	touched []int
+	// gateways are the parents the batch names already (SetParent): the
+	// children of one gateway name it once in the SADD.
+	gateways map[string]struct{}
 }
 
 type shardBatch struct {
@@ -61,6 +64,7 @@ func (b *Batch) Reset(n int) {
 		sb.parents, sb.unparents, sb.named = emptied(sb.parents), emptied(sb.unparents), emptied(sb.named)
 	}
 	b.touched = b.touched[:0]
+	clear(b.gateways)
 	if cap(b.shards) < n {
 		b.shards = make([]shardBatch, n)
 	}

@@ -54,6 +54,13 @@ func (b *Batch) SetParent(i int, id, parent string, pi int) {
 		sb.parents = append(sb.parents, nil, nil)
 	}
 	sb.parents = append(sb.parents, ParentField(id), parent)
+	if _, ok := b.gateways[parent]; ok {
+		return
+	}
+	if b.gateways == nil {
+		b.gateways = make(map[string]struct{})
+	}
+	b.gateways[parent] = struct{}{}
 	pb := b.shard(pi)
 	if len(pb.named) == 0 {
 		pb.named = append(pb.named, nil, nil)
@@ -105,12 +112,18 @@ type Kin struct {
 	Held bool
 }
 
-// KinOf returns the kin of members ms of shard i, in one round trip. While
-// the layout migrates, other[k] (when ≥ 0 and not i) is the other shard of
-// ms[k], where its parent and gateway entries may still be. any says some
-// member has kin: a fleet without parents finds none; none says shard i
-// has no parent, gateway or hold at all.
-func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin []Kin, any, none bool, err error) {
+// KinKeys names a shard's family keys: its parents HASH, its gateways SET
+// and its holds HASH.
+type KinKeys struct {
+	Parents, Gateways, Holds bool
+}
+
+// KinOf returns the kin of members ms of shard i, in one round trip,
+// reading only the keys read names (a key known to be absent is not read):
+// which of them exist comes back in exist. While the layout migrates,
+// other[k] (when ≥ 0 and not i) is the other shard of ms[k], where its
+// parent and gateway entries may still be. any says some member has kin.
+func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int, read KinKeys) (kin []Kin, any bool, exist KinKeys, err error) {
 	ids := make([]string, len(ms))
 	for k, m := range ms {
 		ids[k] = m.ID
@@ -119,12 +132,18 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin
 	var named *redis.BoolSliceCmd
 	var elsewhere []*redis.StringCmd
 	var namedElsewhere []*redis.BoolCmd
-	var exists *redis.IntCmd
+	var exists [3]*redis.IntCmd
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		exists = p.Exists(ctx, s.keys.Parents(i), s.keys.gateways(i), s.keys.holds(i))
-		parents = p.HMGet(ctx, s.keys.Parents(i), parentFields(ids)...)
-		named = p.SMIsMember(ctx, s.keys.gateways(i), toAny(ids)...)
-		holds = p.HMGet(ctx, s.keys.holds(i), ids...)
+		exists = [3]*redis.IntCmd{p.Exists(ctx, s.keys.Parents(i)), p.Exists(ctx, s.keys.gateways(i)), p.Exists(ctx, s.keys.holds(i))}
+		if read.Parents {
+			parents = p.HMGet(ctx, s.keys.Parents(i), parentFields(ids)...)
+		}
+		if read.Gateways {
+			named = p.SMIsMember(ctx, s.keys.gateways(i), toAny(ids)...)
+		}
+		if read.Holds {
+			holds = p.HMGet(ctx, s.keys.holds(i), ids...)
+		}
 		for k := range other {
 			if o := other[k]; o >= 0 && o != i {
 				elsewhere = append(elsewhere, p.HGet(ctx, s.keys.Parents(o), ParentField(ids[k])))
@@ -136,25 +155,30 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int) (kin
 		return nil
 	})
 	if err := readErr(cmds, err); err != nil {
-		return nil, false, false, fmt.Errorf("read kin in shard %d: %w", i, err)
+		return nil, false, KinKeys{}, fmt.Errorf("read kin in shard %d: %w", i, err)
 	}
 	kin = make([]Kin, len(ms))
 	for k := range ms {
 		kn := &kin[k]
-		kn.Parent, _ = parents.Val()[k].(string)
-		kn.Named = named.Val()[k]
+		if parents != nil {
+			kn.Parent, _ = parents.Val()[k].(string)
+		}
+		kn.Named = named != nil && named.Val()[k]
 		if k < len(elsewhere) && elsewhere[k] != nil {
 			if kn.Parent == "" {
 				kn.Parent = elsewhere[k].Val()
 			}
 			kn.Named = kn.Named || namedElsewhere[k].Val()
 		}
-		if h, ok := holds.Val()[k].(string); ok {
-			kn.Wait, kn.Held = parseWait(h)
+		if holds != nil {
+			if h, ok := holds.Val()[k].(string); ok {
+				kn.Wait, kn.Held = parseWait(h)
+			}
 		}
 		any = any || kn.Parent != "" || kn.Named || kn.Held
 	}
-	return kin, any, exists.Val() == 0, nil
+	exist = KinKeys{Parents: exists[0].Val() > 0, Gateways: exists[1].Val() > 0, Holds: exists[2].Val() > 0}
+	return kin, any, exist, nil
 }
 
 func toAny(ids []string) []any {
