@@ -21,7 +21,7 @@ func preparedAllocs(t *testing.T, n int, value func(k int) string) float64 {
 	kc := kafkaconn.DefaultConfig()
 	kc.DeadLetterTopic = ""
 	in, err := New(DefaultConfig(), Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: kc,
-		Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+		Metrics: metrics.New(metrics.Options{}), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

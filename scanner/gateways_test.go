@@ -32,7 +32,7 @@ func newFamilyRig(t *testing.T, maxHold time.Duration) *familyRig {
 	ctx := context.Background()
 	store, _ := newStore(t)
 	kf := testenv.Kafka(t, 1, "device-timeouts")
-	r := &familyRig{store: store, brokers: kf.Brokers(), m: metrics.New()}
+	r := &familyRig{store: store, brokers: kf.Brokers(), m: metrics.New(metrics.Options{})}
 	log := slog.New(slog.DiscardHandler)
 	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, b
 	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New()
+	m := metrics.New(metrics.Options{})
 	kc := kafkaconn.DefaultConfig()
 	kc.Brokers = brokers
 	pub, err := dispatch.New(dispatch.DefaultConfig(), kc, dispatch.Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Metrics: m, Logger: log})
