@@ -91,7 +91,11 @@ func (a *App) ID() string { return a.id }
 // Kafka cannot be reached or the HTTP address cannot be bound. What it built
 // before failing is closed again.
 func New(ctx context.Context, cfg configs.Config, log *slog.Logger, hooks Hooks) (*App, error) {
-	a := &App{cfg: cfg, id: instanceID(cfg), Metrics: metrics.New()}
+	a := &App{cfg: cfg, id: instanceID(cfg)}
+	// /metrics reads the deployment's state at scrape time through the
+	// store and the policy built below; nothing gathers it before build
+	// has bound the HTTP server.
+	a.Metrics = metrics.New(metrics.Options{Cluster: a.readCluster})
 	a.log = log.With("instance", a.id)
 	// A write of a deadline due before the scanners' next poll wakes the
 	// shard's scanner: this process's at once, another instance's through
@@ -235,10 +239,8 @@ func (a *App) buildIngest(hooks Hooks) error {
 	return err
 }
 
-// buildHTTP makes /metrics read the deployment's state at scrape time and
-// binds the HTTP server, when an address is configured.
+// buildHTTP binds the HTTP server, when an address is configured.
 func (a *App) buildHTTP() error {
-	a.Metrics.SetClusterReader(a.readCluster)
 	if a.cfg.HTTP.Addr == "" {
 		return nil
 	}

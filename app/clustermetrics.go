@@ -12,7 +12,7 @@ import (
 // readCluster reads the state that describes the deployment rather than
 // this process (layout, shard sizes, due backlog, devices down, firing
 // watermark) from Redis, for the collector that /metrics gathers
-// (metrics.SetClusterReader). Every instance exports the same values, so
+// (metrics.Options.Cluster). Every instance exports the same values, so
 // they are right whichever instance Prometheus reaches and whatever roles
 // it runs. Any failed read fails the whole: a total over the shards that
 // answered would look like lost devices.

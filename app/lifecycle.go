@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,18 @@ import (
 type part struct {
 	name string
 	run  func(ctx context.Context) error
+}
+
+// optional is the part named name that p runs, none when the roles left
+// p out (nil).
+func optional[P interface {
+	*T
+	Run(ctx context.Context) error
+}, T any](name string, p P) []part {
+	if p == nil {
+		return nil
+	}
+	return []part{{name, p.Run}}
 }
 
 // closer releases a client once nothing that uses it runs any more.
@@ -54,34 +67,18 @@ func (a *App) stages() []stage {
 		scanners.closers = []closer{{"scanner close", a.scanner.Close}}
 		leases.parts = []part{{"leaser", a.Leaser.Run}}
 	}
-	if a.namer != nil {
-		// It publishes storm events and counts what dispatch published:
-		// it stops with the scanners, before the producers close.
-		scanners.parts = append(scanners.parts, part{"storm namer", a.namer.Run})
-	}
+	// The storm namer publishes storm events and counts what dispatch
+	// published: it stops with the scanners, before the producers close.
+	scanners.parts = append(scanners.parts, optional("storm namer", a.namer)...)
 	producers := stage{name: "producers"}
 	if a.publisher != nil {
 		producers.closers = []closer{{"producer close", a.publisher.Close}}
 	}
 	shared := stage{name: "shared"}
+	shared.parts = slices.Concat(optional("http", a.HTTP), optional("layout", a.Watcher), optional("watermark", a.Gate),
+		optional("wakes", a.wakes), optional("maintenance", a.maint), optional("sweeper", a.sweeper))
 	if a.HTTP != nil {
-		shared.parts = append(shared.parts, part{"http", a.HTTP.Run})
 		shared.closers = append(shared.closers, closer{"http close", a.HTTP.Close})
-	}
-	if a.Watcher != nil {
-		shared.parts = append(shared.parts, part{"layout", a.Watcher.Run})
-	}
-	if a.Gate != nil {
-		shared.parts = append(shared.parts, part{"watermark", a.Gate.Run})
-	}
-	if a.wakes != nil {
-		shared.parts = append(shared.parts, part{"wakes", a.wakes.Run})
-	}
-	if a.maint != nil {
-		shared.parts = append(shared.parts, part{"maintenance", a.maint.Run})
-	}
-	if a.sweeper != nil {
-		shared.parts = append(shared.parts, part{"sweeper", a.sweeper.Run})
 	}
 	if a.kafka != nil {
 		shared.closers = append(shared.closers, closer{"kafka client close", func() error { kafkaconn.CloseClient(a.kafka); return nil }})

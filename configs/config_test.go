@@ -11,17 +11,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-)
 
-// writeFile writes a config file into a fresh temporary directory.
-func writeFile(t *testing.T, body string) string {
-	t.Helper()
-	name := filepath.Join(t.TempDir(), "flatline.yaml")
-	if err := os.WriteFile(name, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
+	"github.com/flatline-dev/flatline/internal/testenv"
+)
 
 // loadsClean fails unless Load takes opts without an error or a warning
 // into a config check accepts; input names what was loaded in the report.
@@ -188,7 +180,7 @@ func TestLoadFile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			loadsClean(t, LoadOptions{File: writeFile(t, tt.yaml)}, "\n"+tt.yaml+"\n", tt.check)
+			loadsClean(t, LoadOptions{File: testenv.File(t, "flatline.yaml", tt.yaml)}, "\n"+tt.yaml+"\n", tt.check)
 		})
 	}
 }
@@ -255,7 +247,7 @@ func TestUnknownEnvIsWarning(t *testing.T) {
 
 func TestPrecedence(t *testing.T) {
 	t.Parallel()
-	file := writeFile(t, "log:\n  level: warn\n  format: json\nscanner:\n  batch_size: 30\n  interval: 200ms\ntimeouts:\n  classes:\n    a: 10s\n    b: 20s\n")
+	file := testenv.File(t, "flatline.yaml", "log:\n  level: warn\n  format: json\nscanner:\n  batch_size: 30\n  interval: 200ms\ntimeouts:\n  classes:\n    a: 10s\n    b: 20s\n")
 	env := []string{"FLATLINE_SCANNER_BATCH_SIZE=40", "FLATLINE_LOG_LEVEL=error", "FLATLINE_TIMEOUTS_CLASSES=c=30s"}
 	set := map[string]string{"log.level": "debug"}
 
@@ -391,7 +383,7 @@ func TestLoadErrors(t *testing.T) {
 			t.Parallel()
 			opts := LoadOptions{Env: tt.env, Set: tt.set}
 			if tt.yaml != "" {
-				opts.File = writeFile(t, tt.yaml)
+				opts.File = testenv.File(t, "flatline.yaml", tt.yaml)
 			}
 			cfg, err := Load(opts)
 			if err == nil {
@@ -431,7 +423,7 @@ func TestValidateFile(t *testing.T) {
 	if _, err := Load(LoadOptions{File: "flatline.yaml"}); err != nil {
 		t.Errorf("Load(flatline.yaml) = %v", err)
 	}
-	if _, err := Load(LoadOptions{File: writeFile(t, "scanner:\n  interval: fast\n")}); err == nil || !strings.Contains(err.Error(), "scanner.interval") {
+	if _, err := Load(LoadOptions{File: testenv.File(t, "flatline.yaml", "scanner:\n  interval: fast\n")}); err == nil || !strings.Contains(err.Error(), "scanner.interval") {
 		t.Errorf("Load(bad) = %v", err)
 	}
 }
@@ -440,7 +432,7 @@ func TestRedacted(t *testing.T) {
 	t.Parallel()
 	const redisPass, kafkaPass = "s3cret-redis-pw", "s3cret-kafka-pw"
 	cfg, err := Load(LoadOptions{
-		File: writeFile(t, "redis:\n  password: "+redisPass+"\n  username: alice\nscanner:\n  interval: 1500ms\ntimeouts:\n  classes:\n    sensor: 30s\n"),
+		File: testenv.File(t, "flatline.yaml", "redis:\n  password: "+redisPass+"\n  username: alice\nscanner:\n  interval: 1500ms\ntimeouts:\n  classes:\n    sensor: 30s\n"),
 		Env:  []string{"FLATLINE_KAFKA_SASL_MECHANISM=SCRAM-SHA-512", "FLATLINE_KAFKA_SASL_USERNAME=bob", "FLATLINE_KAFKA_SASL_PASSWORD=" + kafkaPass},
 	})
 	if err != nil {

@@ -1,11 +1,11 @@
 package configs
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // TestPasswordFilesArePrintedAsPaths: `config print` shows where each
@@ -15,13 +15,9 @@ import (
 func TestPasswordFilesArePrintedAsPaths(t *testing.T) {
 	t.Parallel()
 	const pw = "s3cret-in-a-file"
-	dir := t.TempDir()
-	file := filepath.Join(dir, "pw")
-	if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := testenv.SecretFile(t, pw+"\n")
 	cfg, err := Load(LoadOptions{
-		File: writeFile(t, "redis:\n  mode: sentinel\n  password_file: "+file+"\n  sentinel:\n    master: m\n    password_file: "+file+"\n"),
+		File: testenv.File(t, "flatline.yaml", "redis:\n  mode: sentinel\n  password_file: "+file+"\n  sentinel:\n    master: m\n    password_file: "+file+"\n"),
 		Env:  []string{"FLATLINE_KAFKA_SASL_MECHANISM=PLAIN", "FLATLINE_KAFKA_SASL_USERNAME=u", "FLATLINE_KAFKA_SASL_PASSWORD_FILE=" + file},
 	})
 	if err != nil {
@@ -49,7 +45,7 @@ func TestPasswordFilesArePrintedAsPaths(t *testing.T) {
 		t.Errorf("round trip:\n%+v\nwant\n%+v", *back, *cfg)
 	}
 
-	_, err = Load(LoadOptions{File: writeFile(t, "kafka:\n  sasl:\n    password: p\n    password_file: "+file+"\n")})
+	_, err = Load(LoadOptions{File: testenv.File(t, "flatline.yaml", "kafka:\n  sasl:\n    password: p\n    password_file: "+file+"\n")})
 	if err == nil || !strings.Contains(err.Error(), "kafka.sasl.password_file: set together with kafka.sasl.password") {
 		t.Errorf("both kafka.sasl.password and its file: %v", err)
 	}

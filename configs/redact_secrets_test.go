@@ -2,13 +2,12 @@ package configs_test
 
 import (
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/internal/httpapi"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 const (
@@ -18,22 +17,13 @@ const (
 	envKafkaSecret  = "env-Kafka-s3cret"
 )
 
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "flatline.yaml")
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // TestRedactedHidesSecrets: `flatline config print` (Config.Redacted) never
 // shows redis.password or kafka.sasl.password, whether they come from the
 // file or the environment, shows that they are set, and still loads back
 // as a configuration file.
 func TestRedactedHidesSecrets(t *testing.T) {
 	t.Parallel()
-	file := writeConfig(t, `
+	file := testenv.File(t, "flatline.yaml", `
 redis:
   username: flatline-svc
   password: `+fileRedisSecret+`
@@ -77,7 +67,7 @@ kafka:
 					t.Errorf("config print lacks %q (only secrets are hidden)", s)
 				}
 			}
-			back, err := configs.Load(configs.LoadOptions{File: writeConfig(t, text)})
+			back, err := configs.Load(configs.LoadOptions{File: testenv.File(t, "flatline.yaml", text)})
 			if err != nil {
 				t.Fatalf("the printed configuration does not load back: %v", err)
 			}
@@ -124,7 +114,7 @@ func TestSecretsNotEchoedByLoad(t *testing.T) {
 		"kafka:\n  sasl:\n    password: [" + secret + "]\n",
 		"kafka:\n  sasl:\n    mechanism: PLAIN\n    password: " + secret + "\n", // no username
 	} {
-		_, err := configs.Load(configs.LoadOptions{File: writeConfig(t, body)})
+		_, err := configs.Load(configs.LoadOptions{File: testenv.File(t, "flatline.yaml", body)})
 		if err == nil {
 			t.Errorf("loaded %q", body)
 			continue

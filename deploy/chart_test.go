@@ -311,10 +311,7 @@ func (r release) config(env ...string) *configs.Config {
 // variant of it.
 func (r release) configIn(text string, env ...string) *configs.Config {
 	r.t.Helper()
-	file := filepath.Join(r.t.TempDir(), "flatline.yaml")
-	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
-		r.t.Fatal(err)
-	}
+	file := testenv.File(r.t, "flatline.yaml", text)
 	cfg, err := configs.Load(configs.LoadOptions{File: file, Env: env})
 	if err != nil {
 		r.t.Fatalf("the rendered flatline.yaml does not validate: %v\n%s", err, text)
@@ -608,11 +605,7 @@ func (r release) podLabels() map[string]string {
 // (lists of objects, numbers as YAML has them).
 func valuesFile(t *testing.T, text string) string {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file
+	return testenv.File(t, "values.yaml", text)
 }
 
 func TestChartMonitoringIsOptional(t *testing.T) {

@@ -22,7 +22,7 @@ func TestEventsCompressedAsConfigured(t *testing.T) {
 			k := testenv.Kafka(t, 1, testTopic)
 			kc := testKafkaConfig(k.Brokers())
 			kc.Compression = name
-			p := publisherOn(t, kc, DefaultConfig(), metrics.New())
+			p := publisherOn(t, kc, DefaultConfig(), metrics.New(metrics.Options{}))
 			ctx := testenv.Context(t, 30*time.Second)
 			deadline := time.Now().Add(-time.Second).UnixMilli()
 			detected := time.UnixMilli(deadline + 10)

@@ -18,7 +18,7 @@ func TestLeaderMoveReroutesAtOnce(t *testing.T) {
 	t.Parallel()
 	const parts = 6
 	k := testenv.KafkaWith(t, []kfake.Opt{kfake.NumBrokers(3)}, parts, testTopic)
-	m := metrics.New()
+	m := metrics.New(metrics.Options{})
 	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
 	ctx := testenv.Context(t, 60*time.Second)
 	publish := func(round int) time.Duration {

@@ -190,7 +190,7 @@ func checkRecords(t *testing.T, recs []kafka.Message, want map[string]Event) {
 
 func TestTimeoutsPublished(t *testing.T) {
 	t.Parallel()
-	m := metrics.New()
+	m := metrics.New(metrics.Options{})
 	k, p := kafkaPublisher(t, m)
 	ctx := testenv.Context(t, 30*time.Second)
 
@@ -241,7 +241,7 @@ func TestTimeoutsPublished(t *testing.T) {
 
 func TestRecoveredPublished(t *testing.T) {
 	t.Parallel()
-	m := metrics.New()
+	m := metrics.New(metrics.Options{})
 	k, p := kafkaPublisher(t, m)
 	ctx := testenv.Context(t, 30*time.Second)
 
@@ -327,7 +327,7 @@ func TestTimeoutsRetryUntilKafkaRecovers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			m := metrics.New()
+			m := metrics.New(metrics.Options{})
 			k, p := kafkaPublisher(t, m)
 			ctx := testenv.Context(t, 30*time.Second)
 

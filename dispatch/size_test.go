@@ -25,7 +25,7 @@ func TestProduceRequestsStayUnderMaxMessageBytes(t *testing.T) {
 	const callers, each = 64, 200
 	k := testenv.Kafka(t, 1, testTopic)
 	testenv.SetTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "16384")
-	m := metrics.New()
+	m := metrics.New(metrics.Options{})
 	p := newTestPublisher(t, k.Brokers(), DefaultConfig(), m)
 	ctx := testenv.Context(t, 60*time.Second)
 	deadline := time.Now().Add(-time.Minute).UnixMilli()
@@ -65,7 +65,7 @@ func TestRefusalsNoRetryFixesAreCountedAndSaidOnce(t *testing.T) {
 	t.Parallel()
 	k := testenv.Kafka(t, 1, testTopic)
 	testenv.SetTopicConfig(t, k.Brokers(), testTopic, "max.message.bytes", "150")
-	m := metrics.New()
+	m := metrics.New(metrics.Options{})
 	var logs testenv.SyncBuffer
 	p, err := New(DefaultConfig(), testKafkaConfig(k.Brokers()), Options{Policy: testPolicy(), PadWindow: padWindow, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

@@ -26,7 +26,7 @@ func newPreparer(tb testing.TB) *preparer {
 	kc := kafkaconn.DefaultConfig()
 	kc.DeadLetterTopic = ""
 	in, err := New(DefaultConfig(), Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: kc,
-		Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+		Metrics: metrics.New(metrics.Options{}), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}

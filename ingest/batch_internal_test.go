@@ -24,7 +24,7 @@ func startBatcher(t *testing.T, batchSize, procs int) (chunks chan chunk, free, 
 	kc := kafkaconn.DefaultConfig()
 	kc.DeadLetterTopic = ""
 	in, err := New(cfg, Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Kafka: kc,
-		Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+		Metrics: metrics.New(metrics.Options{}), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

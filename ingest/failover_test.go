@@ -81,7 +81,7 @@ func failoverAfterLag(t *testing.T, replicas int) int {
 		t.Fatal(err)
 	}
 	r := &rig{kafka: testenv.Kafka(t, 4, signals, dlq, "device-timeouts"), store: store, redis: primary, stop: func() {},
-		metrics: metrics.New(), committed: make(chan map[int]int64, 1000), have: make(map[int]int64)}
+		metrics: metrics.New(metrics.Options{}), committed: make(chan map[int]int64, 1000), have: make(map[int]int64)}
 	r.kcfg = kafkaconn.DefaultConfig()
 	r.kcfg.Brokers = r.kafka.Brokers()
 	r.kcfg.GroupID = "g-" + testenv.Prefix(t)

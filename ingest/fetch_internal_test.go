@@ -96,7 +96,7 @@ func startReader(t *testing.T, brokers []string, topic string) *testReader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &testReader{m: metrics.New(), out: make(chan chunk)}
+	r := &testReader{m: metrics.New(metrics.Options{}), out: make(chan chunk)}
 	in := &Ingest{opts: Options{Kafka: kc, Metrics: r.m, Log: slog.New(slog.DiscardHandler), Now: time.Now}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -84,7 +84,7 @@ func newStoppedRig(t *testing.T, redisArgs ...string) *rig {
 	r.kcfg = kafkaconn.DefaultConfig()
 	r.kcfg.Brokers = r.kafka.Brokers()
 	r.kcfg.GroupID = "g-" + testenv.Prefix(t)
-	r.metrics = metrics.New()
+	r.metrics = metrics.New(metrics.Options{})
 	r.committed = make(chan map[int]int64, 1000)
 	r.have = make(map[int]int64)
 	return r

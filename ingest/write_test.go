@@ -18,7 +18,7 @@ import (
 func TestWriterOverlapsOnlyCommutingBatches(t *testing.T) {
 	t.Parallel()
 	kinds := []string{"plain", "plain", "plain", "tomb", "plain", "override", "override", "plain", "tomb", "plain", "plain", "plain"}
-	in := &Ingest{opts: Options{Log: slog.New(slog.DiscardHandler), Metrics: metrics.New()}}
+	in := &Ingest{opts: Options{Log: slog.New(slog.DiscardHandler), Metrics: metrics.New(metrics.Options{})}}
 	ps := make([]*processor, len(kinds))
 	for n, kind := range kinds {
 		p := &processor{in: in, offsets: map[int]int64{0: int64(n + 1)}, wms: map[int]int64{}}

@@ -18,55 +18,23 @@ import (
 func TestSweepMovesDownEntries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, w, log := sweepRig(t)
+	r := newSweepRig(t)
 	// Forty devices time out under 16 shards.
 	old := shard.Score(shard.Epoch+5000, 0)
-	var b shard.Batch
-	b.Reset(16)
-	var ids []string
-	for k := 0; k < 40; k++ {
-		id := fmt.Sprintf("dev-%02d", k)
-		ids = append(ids, id)
-		b.Add(shard.Of(shard.Hash(id), 16), id, old, 0)
-	}
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		i := shard.Of(shard.Hash(id), 16)
-		if n, _, err := st.Fired(ctx, i, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
-			t.Fatalf("fire %s: %d, %v", id, n, err)
-		}
-	}
-	if _, err := Scale(ctx, st, 32, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l := w.Current()
-	s := NewSweeper(SweeperOptions{Store: st, Watcher: w, Leader: func() bool { return true }, Log: log})
-	if err := s.pass(ctx, l); err != nil {
-		t.Fatal(err)
-	}
-	moved := 0
-	for _, id := range ids {
-		h := shard.Hash(id)
-		prev, home := shard.Of(h, 16), shard.Of(h, 32)
-		if score, ok, _ := st.DownScore(ctx, home, id); !ok || score != old {
+	ids := r.write(t, "dev", false, func(int) (float64, bool) { return old, true })
+	l := r.doubleAndPass(t)
+	eachDoubled(t, ids, func(id string, prev, home int) {
+		if score, ok, _ := r.st.DownScore(ctx, home, id); !ok || score != old {
 			t.Errorf("%s not down in its new shard %d: %v %v", id, home, score, ok)
 		}
-		if prev != home {
-			moved++
-			if _, ok, _ := st.DownScore(ctx, prev, id); ok {
-				t.Errorf("%s still down in its old shard %d", id, prev)
-			}
+		if prev == home {
+			return
 		}
-	}
-	if moved == 0 {
-		t.Fatal("no device changed shard: the test proves nothing")
-	}
-	if w.Current().Epoch != l.Epoch || !w.Current().Migrating() {
+		if _, ok, _ := r.st.DownScore(ctx, prev, id); ok {
+			t.Errorf("%s still down in its old shard %d", id, prev)
+		}
+	})
+	if r.w.Current().Epoch != l.Epoch || !r.w.Current().Migrating() {
 		t.Error("finalized by the pass that still moved down entries")
 	}
 }
@@ -77,64 +45,38 @@ func TestSweepMovesDownEntries(t *testing.T) {
 func TestSweepMovesParents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, w, log := sweepRig(t)
+	r := newSweepRig(t)
 	live := shard.Score(time.Now().Add(time.Hour).UnixMilli(), 0)
 	down := shard.Score(shard.Epoch+5000, 0)
-	var b shard.Batch
-	b.Reset(16)
-	var ids []string
-	for k := 0; k < 40; k++ {
-		id := fmt.Sprintf("child-%02d", k)
-		ids = append(ids, id)
-		i, score := shard.Of(shard.Hash(id), 16), live
+	ids := r.write(t, "child", true, func(k int) (float64, bool) {
 		if k%2 == 1 {
-			score = down
+			return down, true
 		}
-		b.Add(i, id, score, 0)
-		b.SetParent(i, id, "gw-"+id, shard.Of(shard.Hash("gw-"+id), 16))
-	}
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	for k, id := range ids {
-		if k%2 == 1 {
-			if n, _, err := st.Fired(ctx, shard.Of(shard.Hash(id), 16), []shard.Member{{ID: id, Score: down}}, 0); err != nil || n != 1 {
-				t.Fatalf("fire %s: %d, %v", id, n, err)
-			}
-		}
-	}
-	if _, err := Scale(ctx, st, 32, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := NewSweeper(SweeperOptions{Store: st, Watcher: w, Leader: func() bool { return true }, Log: log})
-	if err := s.pass(ctx, w.Current()); err != nil {
-		t.Fatal(err)
-	}
-	moved := 0
-	for _, id := range ids {
-		h := shard.Hash(id)
-		prev, home := shard.Of(h, 16), shard.Of(h, 32)
-		if p, err := st.ParentOf(ctx, home, id); err != nil || p != "gw-"+id {
+		return live, false
+	})
+	r.doubleAndPass(t)
+	eachDoubled(t, ids, func(id string, prev, home int) {
+		if p, err := r.st.ParentOf(ctx, home, id); err != nil || p != "gw-"+id {
 			t.Errorf("parent of %s in its new shard %d: %q, %v", id, home, p, err)
 		}
-		if prev != home {
-			moved++
-			if p, _ := st.ParentOf(ctx, prev, id); p != "" {
-				t.Errorf("%s's parent still in its old shard %d", id, prev)
-			}
+		if prev == home {
+			return
 		}
-	}
-	if moved == 0 {
-		t.Fatal("no device changed shard: the test proves nothing")
-	}
+		if p, _ := r.st.ParentOf(ctx, prev, id); p != "" {
+			t.Errorf("%s's parent still in its old shard %d", id, prev)
+		}
+	})
 }
 
 // sweepRig is a store on a Redis of the test's own and a watcher on it,
 // initialized with 16 shards.
-func sweepRig(t *testing.T) (*shard.Store, *Watcher, *slog.Logger) {
+type sweepRig struct {
+	st  *shard.Store
+	w   *Watcher
+	log *slog.Logger
+}
+
+func newSweepRig(t *testing.T) *sweepRig {
 	t.Helper()
 	st, _ := testenv.Store(t)
 	log := slog.New(slog.DiscardHandler)
@@ -142,5 +84,76 @@ func sweepRig(t *testing.T) (*shard.Store, *Watcher, *slog.Logger) {
 	if _, err := w.Init(context.Background(), 16); err != nil {
 		t.Fatal(err)
 	}
-	return st, w, log
+	return &sweepRig{st: st, w: w, log: log}
+}
+
+// write writes forty devices, prefix-00 to prefix-39, under 16 shards,
+// device k with the score state(k) gives, then fires (times out) those it
+// says are down. With parents, device id's parent is "gw-"+id. It returns
+// the ids.
+func (r *sweepRig) write(t *testing.T, prefix string, parents bool, state func(k int) (score float64, down bool)) []string {
+	t.Helper()
+	ctx := context.Background()
+	var b shard.Batch
+	b.Reset(16)
+	ids := make([]string, 40)
+	for k := range ids {
+		id := fmt.Sprintf("%s-%02d", prefix, k)
+		ids[k] = id
+		score, _ := state(k)
+		i := shard.Of(shard.Hash(id), 16)
+		b.Add(i, id, score, 0)
+		if parents {
+			b.SetParent(i, id, "gw-"+id, shard.Of(shard.Hash("gw-"+id), 16))
+		}
+	}
+	if _, err := r.st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for k, id := range ids {
+		if score, down := state(k); down {
+			if n, _, err := r.st.Fired(ctx, shard.Of(shard.Hash(id), 16), []shard.Member{{ID: id, Score: score}}, 0); err != nil || n != 1 {
+				t.Fatalf("fire %s: %d, %v", id, n, err)
+			}
+		}
+	}
+	return ids
+}
+
+// doubleAndPass scales to 32 shards, lets the watcher see the migration and
+// runs one pass of the sweep under it. It returns the layout of the pass.
+func (r *sweepRig) doubleAndPass(t *testing.T) shard.Layout {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := Scale(ctx, r.st, 32, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.w.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := r.w.Current()
+	s := NewSweeper(SweeperOptions{Store: r.st, Watcher: r.w, Leader: func() bool { return true }, Log: r.log})
+	if err := s.pass(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// eachDoubled calls check with every id's shard under 16 shards and under
+// 32, and fails the test when no device changed shard: it would prove
+// nothing.
+func eachDoubled(t *testing.T, ids []string, check func(id string, prev, home int)) {
+	t.Helper()
+	moved := 0
+	for _, id := range ids {
+		h := shard.Hash(id)
+		prev, home := shard.Of(h, 16), shard.Of(h, 32)
+		if prev != home {
+			moved++
+		}
+		check(id, prev, home)
+	}
+	if moved == 0 {
+		t.Fatal("no device changed shard: the test proves nothing")
+	}
 }

@@ -3,17 +3,14 @@ package scanner_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/flatline-dev/flatline/dispatch"
-	"github.com/flatline-dev/flatline/internal/kafkaconn"
 	"github.com/flatline-dev/flatline/internal/metrics"
 	"github.com/flatline-dev/flatline/internal/testenv"
 	"github.com/flatline-dev/flatline/scanner"
 	"github.com/flatline-dev/flatline/shard"
-	"github.com/flatline-dev/flatline/timeouts"
 )
 
 // familyRig is a scanner with its gateway step over two shards of a
@@ -29,39 +26,13 @@ const familyShards = 2
 
 func newFamilyRig(t *testing.T, maxHold time.Duration) *familyRig {
 	t.Helper()
-	ctx := context.Background()
 	store, _ := newStore(t)
 	kf := testenv.Kafka(t, 1, "device-timeouts")
-	r := &familyRig{store: store, brokers: kf.Brokers(), m: metrics.New()}
-	log := slog.New(slog.DiscardHandler)
-	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().Add(time.Hour).UnixMilli()}); err != nil {
-		t.Fatal(err)
-	}
-	kc := kafkaconn.DefaultConfig()
-	kc.Brokers = r.brokers
-	pub, err := dispatch.New(dispatch.DefaultConfig(), kc, dispatch.Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Metrics: r.m, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gate := scanner.NewGate(scanner.GateOptions{Store: store, Poll: 5 * time.Millisecond, StallAfter: time.Minute, Log: log})
-	if err := gate.Refresh(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scanner.New(scanner.DefaultConfig(), scanner.Options{
-		Store: store, Dispatcher: pub, Gate: gate, Layout: fixedLayout{l: shard.Layout{Count: familyShards}}, Metrics: r.m, Log: log,
-		Timing: pub.Timing, Gateways: &scanner.GatewaysConfig{MaxHold: maxHold},
+	_, m := startScanner(t, store, kf.Brokers(), scannerSetup{
+		watermark: time.Now().Add(time.Hour), layout: fixedLayout{l: shard.Layout{Count: familyShards}}, shards: []int{0, 1},
+		gateways: &scanner.GatewaysConfig{MaxHold: maxHold},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.SetShards([]int{0, 1}); err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = sc.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done; _ = pub.Close() })
-	return r
+	return &familyRig{store: store, brokers: kf.Brokers(), m: m}
 }
 
 // device is a device written as ingest writes it: last heard at lastMs,

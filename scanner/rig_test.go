@@ -31,12 +31,36 @@ func newStore(tb testing.TB) (*shard.Store, *redis.Client) {
 // the metrics; the scanner stops when the test ends.
 func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, brokers []string, shards []int) (<-chan string, *metrics.Metrics) {
 	t.Helper()
+	sc, m := startScanner(t, store, brokers, scannerSetup{watermark: time.Now(), layout: layout, shards: shards, fired: true})
+	return sc.TestSignals.Fired.C(), m
+}
+
+// scannerSetup is what startScanner wires beyond a real publisher, a gate
+// and fresh metrics.
+type scannerSetup struct {
+	// watermark is where the watermark of the single partition stands:
+	// nothing due after it fires.
+	watermark time.Time
+	layout    scanner.LayoutSource
+	shards    []int
+	// gateways, when set, turns the gateway step on, timed by the
+	// publisher.
+	gateways *scanner.GatewaysConfig
+	// fired makes the scanner signal the ids of the members that fired
+	// (Scanner.TestSignals), which the test must then read.
+	fired bool
+}
+
+// startScanner starts a scanner over store publishing to brokers, as s
+// says; it stops, its batches in flight drained, when the test ends.
+func startScanner(t *testing.T, store *shard.Store, brokers []string, s scannerSetup) (*scanner.Scanner, *metrics.Metrics) {
+	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
-	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: time.Now().UnixMilli()}); err != nil {
+	if err := store.RaiseWatermarks(ctx, 1, map[int]int64{0: s.watermark.UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New()
+	m := metrics.New(metrics.Options{})
 	kc := kafkaconn.DefaultConfig()
 	kc.Brokers = brokers
 	pub, err := dispatch.New(dispatch.DefaultConfig(), kc, dispatch.Options{Policy: timeouts.NewPolicy(timeouts.DefaultConfig(), nil), Metrics: m, Logger: log})
@@ -47,14 +71,18 @@ func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, b
 	if err := gate.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := scanner.New(scanner.DefaultConfig(), scanner.Options{
-		Store: store, Dispatcher: pub, Gate: gate, Layout: layout, Metrics: m, Log: log,
-	})
+	opts := scanner.Options{Store: store, Dispatcher: pub, Gate: gate, Layout: s.layout, Metrics: m, Log: log}
+	if s.gateways != nil {
+		opts.Timing, opts.Gateways = pub.Timing, s.gateways
+	}
+	sc, err := scanner.New(scanner.DefaultConfig(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.TestSignals.Init(t)
-	if err := sc.SetShards(shards); err != nil {
+	if s.fired {
+		sc.TestSignals.Init(t)
+	}
+	if err := sc.SetShards(s.shards); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -65,5 +93,5 @@ func runScanner(t *testing.T, store *shard.Store, layout scanner.LayoutSource, b
 		<-done // Run returned: its batches in flight are drained
 		_ = pub.Close()
 	})
-	return sc.TestSignals.Fired.C(), m
+	return sc, m
 }

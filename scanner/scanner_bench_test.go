@@ -59,7 +59,7 @@ func BenchmarkDrain(b *testing.B) {
 	cfg := scanner.DefaultConfig()
 	cfg.Interval = time.Hour // passes run only when woken: one op = one drain
 	sc, err := scanner.New(cfg, scanner.Options{
-		Store: st, Dispatcher: disp, Gate: gate, Metrics: metrics.New(), Log: log,
+		Store: st, Dispatcher: disp, Gate: gate, Metrics: metrics.New(metrics.Options{}), Log: log,
 		Layout: fixedLayout{shard.Layout{Count: 1}}, DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {

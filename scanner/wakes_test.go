@@ -49,7 +49,7 @@ func startInstance(t *testing.T, rdb redis.UniversalClient, prefix string, cfg s
 	}
 	sc, err := scanner.New(cfg, scanner.Options{
 		Store: store, Dispatcher: &countingDispatcher{}, Gate: gate, Layout: fixedLayout{shard.Layout{Count: shards}},
-		Metrics: metrics.New(), Log: log, DrainTimeout: 5 * time.Second,
+		Metrics: metrics.New(metrics.Options{}), Log: log, DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +415,7 @@ func TestGatePollsOnlyWhileADeadlineWaits(t *testing.T) {
 	cfg.Interval = time.Hour // no safety-net poll wakes the shard: only the gate's reads can
 	sc, err := scanner.New(cfg, scanner.Options{
 		Store: store, Dispatcher: &countingDispatcher{}, Gate: gate, Layout: fixedLayout{shard.Layout{Count: 1}},
-		Metrics: metrics.New(), Log: log, DrainTimeout: 5 * time.Second,
+		Metrics: metrics.New(metrics.Options{}), Log: log, DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

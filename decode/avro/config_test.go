@@ -1,21 +1,18 @@
 package avro_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flatline-dev/flatline/decode/avro"
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 func TestValidateNamesTheKey(t *testing.T) {
 	dir := t.TempDir()
-	pwFile := filepath.Join(dir, "password")
-	if err := os.WriteFile(pwFile, []byte("secret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pwFile := testenv.SecretFile(t, "secret\n")
 	valid := avro.DefaultConfig()
 	valid.URL = "http://registry:8081"
 	cases := []struct {

@@ -4,8 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -76,10 +74,7 @@ func TestBasicAuthWithAPasswordFile(t *testing.T) {
 	id, schema := register(t, srv, "heartbeats-value", avro.HeartbeatSchema)
 	value := encode(t, id, schema, heartbeat())
 	ctx := testenv.Context(t, 10*time.Second)
-	file := filepath.Join(t.TempDir(), "password")
-	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := testenv.SecretFile(t, "s3cret\n")
 
 	cfg := configFor(srv)
 	cfg.Username, cfg.PasswordFile = "flatline", file

@@ -4,8 +4,6 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,17 +11,6 @@ import (
 
 	"github.com/flatline-dev/flatline/internal/testenv"
 )
-
-// writeWebConfig writes an exporter-toolkit web config file of its own and
-// returns its path.
-func writeWebConfig(t *testing.T, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "web.yml")
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // get requests url with client, as user:password when user is set, and
 // returns the status and body.
@@ -57,7 +44,7 @@ func TestWebConfigTLSAndBasicAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Expose: ExposeAll, WebConfigFile: writeWebConfig(t, "tls_server_config:\n"+
+	cfg := Config{Expose: ExposeAll, WebConfigFile: testenv.File(t, "web.yml", "tls_server_config:\n"+
 		"  cert_file: "+certs.ServerCert+"\n  key_file: "+certs.ServerKey+"\n"+
 		"basic_auth_users:\n  "+user+": "+string(hash)+"\n")}
 	if err := cfg.Validate(); err != nil {
@@ -109,7 +96,7 @@ func TestWebConfigTLSAndBasicAuth(t *testing.T) {
 func TestWebConfigClientCertificates(t *testing.T) {
 	t.Parallel()
 	certs := testenv.NewCerts(t)
-	cfg := Config{Expose: ExposeAll, WebConfigFile: writeWebConfig(t, "tls_server_config:\n"+
+	cfg := Config{Expose: ExposeAll, WebConfigFile: testenv.File(t, "web.yml", "tls_server_config:\n"+
 		"  cert_file: "+certs.ServerCert+"\n  key_file: "+certs.ServerKey+"\n"+
 		"  client_ca_file: "+certs.CAFile+"\n  client_auth_type: RequireAndVerifyClientCert\n")}
 	if err := cfg.Validate(); err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // newServer is a server on a free loopback port whose every endpoint
@@ -254,7 +256,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			if tc.web != "" {
-				cfg.WebConfigFile = writeWebConfig(t, tc.web)
+				cfg.WebConfigFile = testenv.File(t, "web.yml", tc.web)
 			}
 			err := cfg.Validate()
 			switch {

@@ -2,11 +2,12 @@ package kafkaconn_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flatline-dev/flatline/internal/testenv"
 )
 
 // TestSASLPasswordFile: kafka.sasl.password_file authenticates as
@@ -19,10 +20,7 @@ func TestSASLPasswordFile(t *testing.T) {
 	brokers := saslCluster(t)
 	u := users[1]
 	dir := t.TempDir()
-	file := filepath.Join(dir, "password")
-	if err := os.WriteFile(file, []byte(u.password+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := testenv.SecretFile(t, u.password+"\n")
 	c := kafkaConfig(brokers, u.mechanism, u.user, "")
 	c.SASL.PasswordFile = file
 	if err := c.Validate(); err != nil {
@@ -34,10 +32,7 @@ func TestSASLPasswordFile(t *testing.T) {
 		t.Fatalf("%s as %s with kafka.sasl.password_file: %v", u.mechanism, u.user, err)
 	}
 
-	empty := filepath.Join(dir, "empty")
-	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	empty := testenv.SecretFile(t, "\n")
 	for _, tc := range []struct {
 		name     string
 		password string

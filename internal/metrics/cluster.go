@@ -68,8 +68,9 @@ const ClusterReuse = time.Second
 type clusterCollector struct {
 	now func() time.Time
 
+	read ClusterReader // nil: nothing is exported
+
 	mu       sync.Mutex // one read at a time; guards the fields below
-	read     ClusterReader
 	last     Cluster
 	lastOK   bool
 	lastAt   time.Time
@@ -78,11 +79,12 @@ type clusterCollector struct {
 	up, took, layout, previous, size, due, tracked, down, wm, wmLag, stalled, held, devicesHeld *prometheus.Desc
 }
 
-func newClusterCollector(now func() time.Time) *clusterCollector {
+func newClusterCollector(read ClusterReader, now func() time.Time) *clusterCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &clusterCollector{
+		read:        read,
 		now:         now,
 		up:          d("flatline_cluster_state_up", "1 when this scrape read the cluster-wide state from Redis; 0 when the read failed, and the gauges read from Redis are absent."),
 		took:        d("flatline_cluster_state_read_seconds", "How long the last read of the cluster-wide state from Redis took."),
@@ -108,8 +110,8 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector: it reads the cluster state
-// unless a read within ClusterReuse answers, and exports it. Before a
-// reader is set it exports nothing.
+// unless a read within ClusterReuse answers, and exports it. Without a
+// reader it exports nothing.
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	cl, ok, took, set := c.get()
 	if !set {
@@ -177,13 +179,13 @@ func (c *clusterCollector) collectDown(cl Cluster, gauge func(d *prometheus.Desc
 const StateAll = "*"
 
 // get returns the cluster state read within ClusterReuse, reading it now
-// when there is none; set is false while no reader is set.
+// when there is none; set is false without a reader.
 func (c *clusterCollector) get() (cl Cluster, ok bool, took time.Duration, set bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.read == nil {
 		return Cluster{}, false, 0, false
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	start := c.now()
 	if c.lastAt.IsZero() || start.Sub(c.lastAt) >= ClusterReuse || start.Before(c.lastAt) {
 		ctx, cancel := context.WithTimeout(context.Background(), ClusterReadTimeout)
@@ -192,13 +194,4 @@ func (c *clusterCollector) get() (cl Cluster, ok bool, took time.Duration, set b
 		c.last, c.lastOK, c.lastAt, c.lastTook = cl, err == nil, start, c.now().Sub(start)
 	}
 	return c.last, c.lastOK, c.lastTook, true
-}
-
-// SetClusterReader makes /metrics export the cluster-wide state that read
-// returns, calling it at scrape time (at most once per ClusterReuse).
-func (m *Metrics) SetClusterReader(read ClusterReader) {
-	m.cluster.mu.Lock()
-	defer m.cluster.mu.Unlock()
-	m.cluster.read = read
-	m.cluster.lastAt = time.Time{}
 }

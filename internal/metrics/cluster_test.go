@@ -62,16 +62,14 @@ func (c *fakeClock) add(d time.Duration) {
 func TestClusterGaugesAreReadAtScrapeTimeAndAbsentWhenTheReadFails(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: time.UnixMilli(1_800_000_000_000)}
-	m := New()
-	m.cluster.now = clock.now
-	if got := clusterSeries(t, m); len(got) != 0 {
-		t.Fatalf("before a reader is set: %v, want nothing", got)
+	if got := clusterSeries(t, New(Options{Now: clock.now})); len(got) != 0 {
+		t.Fatalf("without a reader: %v, want nothing", got)
 	}
 	var (
 		reads int
 		fail  error
 	)
-	m.SetClusterReader(func(ctx context.Context) (Cluster, error) {
+	m := New(Options{Now: clock.now, Cluster: func(ctx context.Context) (Cluster, error) {
 		if _, ok := ctx.Deadline(); !ok {
 			t.Error("the read got a context without a deadline")
 		}
@@ -85,7 +83,7 @@ func TestClusterGaugesAreReadAtScrapeTimeAndAbsentWhenTheReadFails(t *testing.T)
 			Unreachable: map[string]int64{"cam": 1},
 			WatermarkMs: clock.now().UnixMilli() - 1500, Now: clock.now(),
 		}, nil
-	})
+	}})
 
 	got := clusterSeries(t, m)
 	want := map[string][]string{

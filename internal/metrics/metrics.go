@@ -71,7 +71,7 @@ type Metrics struct {
 
 	// cluster exports the state shared through Redis (layout, shard sizes,
 	// due backlog, devices tracked and down, watermark), read at scrape
-	// time: see SetClusterReader.
+	// time: see Options.Cluster.
 	cluster *clusterCollector
 }
 
@@ -95,15 +95,28 @@ var PublishReasons = []string{"not_leader", "unknown_topic", "timeout", "network
 // LatenessBuckets resolve 1 ms to 10 s.
 var LatenessBuckets = []float64{.001, .002, .005, .01, .015, .02, .03, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 10}
 
+// Options are what New wires into the metrics.
+type Options struct {
+	// Cluster reads the cluster-wide state /metrics exports, called at
+	// scrape time (at most once per ClusterReuse). Default: nil, none of
+	// that state is exported.
+	Cluster ClusterReader
+	// Now is the clock of ClusterReuse. Default: time.Now.
+	Now func() time.Time
+}
+
 // New creates and registers all metrics on a fresh registry (with the Go
 // and process collectors).
-func New() *Metrics {
+func New(opts Options) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{Registry: r}
 	m.newCounters(r)
 	m.newGauges(r)
 	m.newHistograms(r)
-	m.cluster = newClusterCollector(time.Now)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	m.cluster = newClusterCollector(opts.Cluster, opts.Now)
 	r.MustRegister(m.cluster)
 	r.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	m.SetVersion(UnknownVersion)

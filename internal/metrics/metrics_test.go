@@ -34,7 +34,7 @@ func buildInfo(t *testing.T, m *Metrics) []map[string]string {
 
 func TestBuildInfoIsOneSeriesWithTheVersionHandedDown(t *testing.T) {
 	t.Parallel()
-	m := New()
+	m := New(Options{})
 	got := buildInfo(t, m)
 	if len(got) != 1 || got[0]["version"] != UnknownVersion || got[0]["goversion"] != runtime.Version() {
 		t.Fatalf("before SetVersion: %v", got)

@@ -24,7 +24,16 @@ func RedisConfig(t testing.TB, addr string) redisconn.Config {
 // Secret, and returns its path (for redis.password_file and the like).
 func SecretFile(t testing.TB, content string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "password")
+	return File(t, "password", content)
+}
+
+// File writes content to a file named name in a directory of its own,
+// readable by its owner only (as a secret or a configuration holding one
+// would be), and returns its path; the directory is removed when the test
+// ends.
+func File(t testing.TB, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}

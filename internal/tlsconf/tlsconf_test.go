@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +20,7 @@ import (
 func TestTLSBuild(t *testing.T) {
 	t.Parallel()
 	certs := testenv.NewCerts(t)
-	junk := filepath.Join(t.TempDir(), "junk.pem")
-	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	junk := testenv.File(t, "junk.pem", "not a certificate")
 
 	if tc, err := (tlsconf.Config{}).Build(); tc != nil || err != nil {
 		t.Errorf("disabled TLS built %v, %v; want nil, nil", tc, err)

@@ -159,20 +159,17 @@ func gatewayIngest(ctx context.Context, o *options, res *GatewayCostResult) erro
 		return err
 	}
 	defer infra.stop()
-	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
-	heartbeats := rounds * o.ingestDevices
-	ids := sample.DeviceIDs("dev-", o.ingestDevices)
-	parentOf := make(map[string]string, len(ids))
-	for k, id := range ids {
-		parentOf[id] = "gw-" + strconv.Itoa(k/fleetParents)
-	}
-	base := time.Now().Add(-time.Duration(rounds) * time.Second)
-	status("gateway-cost: preloading %d heartbeats of %d devices, with and without a parent", heartbeats, o.ingestDevices)
-	plainEnds, err := preload(ctx, infra.brokers, infra.kc.SignalsTopic, ids, rounds, base, time.Second)
+	plain, err := infra.preloadBacklog(ctx, o, "gateway-cost")
 	if err != nil {
 		return err
 	}
-	parentEnds, err := preloadShaped(ctx, infra.brokers, parentsTopic, ids, rounds, base, time.Second, func(id string, at time.Time) *kgo.Record {
+	parentOf := make(map[string]string, len(plain.ids))
+	for k, id := range plain.ids {
+		parentOf[id] = "gw-" + strconv.Itoa(k/fleetParents)
+	}
+	status("gateway-cost: the same heartbeats, each naming a parent, into %s", parentsTopic)
+	parents := *plain
+	parents.ends, err = preloadShaped(ctx, infra.brokers, parentsTopic, plain.ids, plain.rounds, plain.base, time.Second, func(id string, at time.Time) *kgo.Record {
 		v := heartbeat(make([]byte, 0, 72), id, at.UnixMilli())
 		v = append(append(append(v[:len(v)-1], `,"parent":"`...), parentOf[id]...), `"}`...)
 		return &kgo.Record{Key: []byte(id), Value: v, Timestamp: at}
@@ -181,14 +178,11 @@ func gatewayIngest(ctx context.Context, o *options, res *GatewayCostResult) erro
 		return err
 	}
 	res.IngestParents, res.IngestPlain, err = inTurns(o.stormPairs, "parents", "plain", func(k int, side string) (float64, error) {
-		if err := infra.rp.rdb.FlushAll(ctx).Err(); err != nil {
-			return 0, err
-		}
-		ends, settings := plainEnds, map[string]string(nil)
+		b, settings := plain, map[string]string(nil)
 		if side == "parents" {
-			ends, settings = parentEnds, map[string]string{"kafka.signals_topic": parentsTopic}
+			b, settings = &parents, map[string]string{"kafka.signals_topic": parentsTopic}
 		}
-		run, err := ingestOnce(ctx, o, infra.brokers, infra.rp, infra.st, ends, heartbeats, fmt.Sprintf("gateway-%s-%d", side, k+1), settings)
+		run, err := infra.ingestBacklog(ctx, o, b, fmt.Sprintf("gateway-%s-%d", side, k+1), settings, nil)
 		if err != nil {
 			return 0, err
 		}

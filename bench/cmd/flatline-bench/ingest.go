@@ -14,7 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flatline-dev/flatline/bench/internal/sample"
 	"github.com/flatline-dev/flatline/configs"
 	"github.com/flatline-dev/flatline/shard"
 )
@@ -121,31 +120,24 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 		return nil, err
 	}
 	defer infra.stop()
-	kc, brokers, rp, st := infra.kc, infra.brokers, infra.rp, infra.st
-	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
-	res := &IngestResult{Devices: o.ingestDevices, Heartbeats: rounds * o.ingestDevices, Partitions: o.partitions, Shards: o.shards}
-	ids := sample.DeviceIDs("dev-", o.ingestDevices)
-
-	// A fleet beating every second for the last `rounds` seconds.
-	status("ingest: preloading %d heartbeats of %d devices into %s (%d partitions)", res.Heartbeats, res.Devices, kc.SignalsTopic, o.partitions)
+	brokers, rp, st := infra.brokers, infra.rp, infra.st
 	start := time.Now()
-	ends, err := preload(ctx, brokers, kc.SignalsTopic, ids, rounds, start.Add(-time.Duration(rounds)*time.Second), time.Second)
+	b, err := infra.preloadBacklog(ctx, o, "ingest")
 	if err != nil {
 		return nil, err
 	}
+	ids, rounds, ends := b.ids, b.rounds, b.ends
+	res := &IngestResult{Devices: o.ingestDevices, Heartbeats: b.heartbeats, Partitions: o.partitions, Shards: o.shards}
 	res.PreloadSeconds = time.Since(start).Seconds()
 	status("ingest: preloaded in %.1fs", res.PreloadSeconds)
 
 	for k := 0; k < max(1, o.ingestPairs); k++ {
-		if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
-			return nil, err
-		}
 		var pair IngestPair
 		mode := "exact"
 		if k > 0 {
 			mode = fmt.Sprintf("exact-%d", k+1)
 		}
-		if pair.Exact, err = ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, mode, nil); err != nil {
+		if pair.Exact, err = infra.ingestBacklog(ctx, o, b, mode, nil, nil); err != nil {
 			return nil, err
 		}
 		if pair.Ceiling, err = redisCeiling(ctx, rp, ids, o.shards, o.ceilingDuration); err != nil {
@@ -178,15 +170,12 @@ func runIngest(ctx context.Context, o *options) (*IngestResult, error) {
 	if o.coalesceWindow > 0 {
 		var runs []*IngestRun
 		for k := 0; k < max(1, o.ingestPairs); k++ {
-			if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
-				return nil, err
-			}
 			mode := "coalesce_window=" + o.coalesceWindow.String()
 			if k > 0 {
 				mode += fmt.Sprintf("-%d", k+1) // a fresh consumer group: its own name
 			}
-			run, err := ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, mode,
-				map[string]string{"ingest.coalesce_window": o.coalesceWindow.String()})
+			run, err := infra.ingestBacklog(ctx, o, b, mode,
+				map[string]string{"ingest.coalesce_window": o.coalesceWindow.String()}, nil)
 			if err != nil {
 				return nil, err
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/flatline-dev/flatline/bench/internal/sample"
 	"github.com/flatline-dev/flatline/shard"
 )
 
@@ -43,11 +42,7 @@ func runMaintenanceCost(ctx context.Context, o *options) (*MaintenanceCostResult
 		return nil, err
 	}
 	defer infra.stop()
-	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
-	heartbeats := rounds * o.ingestDevices
-	ids := sample.DeviceIDs("dev-", o.ingestDevices)
-	status("maintenance-cost: preloading %d heartbeats of %d devices", heartbeats, o.ingestDevices)
-	ends, err := preload(ctx, infra.brokers, infra.kc.SignalsTopic, ids, rounds, time.Now().Add(-time.Duration(rounds)*time.Second), time.Second)
+	b, err := infra.preloadBacklog(ctx, o, "maintenance-cost")
 	if err != nil {
 		return nil, err
 	}
@@ -56,15 +51,11 @@ func runMaintenanceCost(ctx context.Context, o *options) (*MaintenanceCostResult
 	// them).
 	settings := map[string]string{"roles": "ingest,scanner"}
 	res.Open, res.None, err = inTurns(o.stormPairs, "open", "no", func(k int, side string) (float64, error) {
-		if err := infra.rp.rdb.FlushAll(ctx).Err(); err != nil {
-			return 0, err
-		}
+		var open func() error
 		if side == "open" {
-			if err := openWindows(ctx, infra.st, maintWindows); err != nil {
-				return 0, err
-			}
+			open = func() error { return openWindows(ctx, infra.st, maintWindows) }
 		}
-		run, err := ingestOnce(ctx, o, infra.brokers, infra.rp, infra.st, ends, heartbeats, fmt.Sprintf("maintenance-%s-%d", side, k+1), settings)
+		run, err := infra.ingestBacklog(ctx, o, b, fmt.Sprintf("maintenance-%s-%d", side, k+1), settings, open)
 		if err != nil {
 			return 0, err
 		}

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
-
-	"github.com/flatline-dev/flatline/bench/internal/sample"
 )
 
 // StormCostResult is what the storm guard costs where it must not hold
@@ -33,21 +30,13 @@ func runStormCost(ctx context.Context, o *options) (*StormCostResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
-	heartbeats := rounds * o.ingestDevices
-	ids := sample.DeviceIDs("dev-", o.ingestDevices)
-	status("storm-cost: preloading %d heartbeats of %d devices", heartbeats, o.ingestDevices)
-	ends, err := preload(ctx, infra.brokers, infra.kc.SignalsTopic, ids, rounds, time.Now().Add(-time.Duration(rounds)*time.Second), time.Second)
+	b, err := infra.preloadBacklog(ctx, o, "storm-cost")
 	if err != nil {
 		infra.stop()
 		return nil, err
 	}
 	res.IngestOn, res.IngestOff, err = guardPairs(o.stormPairs, func(k int, guard string, settings map[string]string) (float64, error) {
-		if err := infra.rp.rdb.FlushAll(ctx).Err(); err != nil {
-			return 0, err
-		}
-		mode := fmt.Sprintf("storm-guard-%s-%d", guard, k+1)
-		run, err := ingestOnce(ctx, o, infra.brokers, infra.rp, infra.st, ends, heartbeats, mode, settings)
+		run, err := infra.ingestBacklog(ctx, o, b, fmt.Sprintf("storm-guard-%s-%d", guard, k+1), settings, nil)
 		if err != nil {
 			return 0, err
 		}

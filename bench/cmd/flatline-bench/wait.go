@@ -6,8 +6,6 @@ import (
 	"net"
 	"strings"
 	"time"
-
-	"github.com/flatline-dev/flatline/bench/internal/sample"
 )
 
 // WaitResult is scenario 1's exact ingest against a primary with one
@@ -28,29 +26,22 @@ func runWait(ctx context.Context, o *options) (*WaitResult, error) {
 		return nil, err
 	}
 	defer infra.stop()
-	kc, brokers, rp, st := infra.kc, infra.brokers, infra.rp, infra.st
 	replica, err := startRedis()
 	if err != nil {
 		return nil, err
 	}
 	defer replica.Close()
-	if err := replicate(ctx, replica, rp); err != nil {
+	if err := replicate(ctx, replica, infra.rp); err != nil {
 		return nil, err
 	}
-	rounds := max(1, o.ingestHeartbeats/o.ingestDevices)
-	res := &WaitResult{Devices: o.ingestDevices, Heartbeats: rounds * o.ingestDevices}
-	ids := sample.DeviceIDs("dev-", o.ingestDevices)
-	status("wait: preloading %d heartbeats of %d devices into %s (%d partitions)", res.Heartbeats, res.Devices, kc.SignalsTopic, o.partitions)
-	ends, err := preload(ctx, brokers, kc.SignalsTopic, ids, rounds, time.Now().Add(-time.Duration(rounds)*time.Second), time.Second)
+	b, err := infra.preloadBacklog(ctx, o, "wait")
 	if err != nil {
 		return nil, err
 	}
+	res := &WaitResult{Devices: o.ingestDevices, Heartbeats: b.heartbeats}
 	for _, n := range []int{0, 1} {
-		if err := rp.rdb.FlushAll(ctx).Err(); err != nil {
-			return nil, err
-		}
-		run, err := ingestOnce(ctx, o, brokers, rp, st, ends, res.Heartbeats, fmt.Sprintf("wait_replicas=%d", n),
-			map[string]string{"redis.wait_replicas": fmt.Sprint(n)})
+		run, err := infra.ingestBacklog(ctx, o, b, fmt.Sprintf("wait_replicas=%d", n),
+			map[string]string{"redis.wait_replicas": fmt.Sprint(n)}, nil)
 		if err != nil {
 			return nil, err
 		}

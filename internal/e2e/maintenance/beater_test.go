@@ -9,8 +9,35 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 )
+
+// startInstance starts a maintenance test's deployment: a Redis and a Kafka
+// of its own, one instance over 4 shards where devices time out after
+// timeout (class meter after meterTimeout), and a collector of the
+// timeouts topic.
+func startInstance(t *testing.T) (*e2etest.Env, *e2etest.Instance, *e2etest.Collector) {
+	t.Helper()
+	e := e2etest.NewEnv(t, partitions)
+	e.Cfg.Timeouts.Default = timeout
+	e.Cfg.Timeouts.Classes = map[string]time.Duration{"meter": meterTimeout}
+	e.Cfg.Shards.InitialCount = 4
+	inst := e2etest.Start(t, e.Cfg, app.Hooks{})
+	return e, inst, e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, partitions)
+}
+
+// beatTracked starts a beater of devices on e's Kafka, every interval, and
+// waits until inst tracks every one of them.
+func beatTracked(t *testing.T, e *e2etest.Env, inst *e2etest.Instance, devices []*device) *beater {
+	t.Helper()
+	b := startBeater(t, e.Kafka.Brokers(), devices, interval)
+	e2etest.Eventually(t, 30*time.Second, "every device tracked", func() bool {
+		n, err := inst.Store.Tracked(t.Context(), 4)
+		return err == nil && n == int64(len(devices))
+	})
+	return b
+}
 
 // device is one device of the beater: silent from silentFrom (zero: never)
 // until silentUntil (zero: for good), and for good from diesAt (zero:

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flatline-dev/flatline/app"
 	"github.com/flatline-dev/flatline/internal/e2e/e2etest"
 	"github.com/flatline-dev/flatline/maintenance"
 	"github.com/flatline-dev/flatline/shard"
@@ -18,11 +17,7 @@ import (
 // and a running instance still holds the device the last window matches,
 // while a device no window matches fires on time.
 func TestTenThousandOpenWindowsHoldAndTheLimitsAreRefused(t *testing.T) {
-	e := e2etest.NewEnv(t, partitions)
-	e.Cfg.Timeouts.Default = timeout
-	e.Cfg.Shards.InitialCount = 4
-	inst := e2etest.Start(t, e.Cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, partitions)
+	e, inst, events := startInstance(t)
 	ctx := t.Context()
 
 	now := time.Now()
@@ -54,11 +49,7 @@ func TestTenThousandOpenWindowsHoldAndTheLimitsAreRefused(t *testing.T) {
 	}
 
 	kept, lost := &device{id: "kept-1"}, &device{id: "lost-1"}
-	b := startBeater(t, e.Kafka.Brokers(), []*device{kept, lost}, interval)
-	e2etest.Eventually(t, 30*time.Second, "both devices tracked", func() bool {
-		n, err := inst.Store.Tracked(ctx, 4)
-		return err == nil && n == 2
-	})
+	b := beatTracked(t, e, inst, []*device{kept, lost})
 	b.set(func() { kept.silentFrom, lost.silentFrom = time.Now(), time.Now() })
 	r, ok := events.Next(20 * time.Second)
 	if !ok || r.Ev.DeviceID != "lost-1" || r.Ev.MaintenanceID != "" || r.Ev.DeadlineMs != b.lastBeat("lost-1")+timeout.Milliseconds() {

@@ -17,19 +17,11 @@ import (
 // shards: they still fire once each after the window's end, from the end,
 // with its id — whether the window ends by its time or is ended early.
 func TestHeldDevicesFollowADoubling(t *testing.T) {
-	e := e2etest.NewEnv(t, partitions)
-	e.Cfg.Timeouts.Default = timeout
-	e.Cfg.Shards.InitialCount = 4
-	inst := e2etest.Start(t, e.Cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, partitions)
+	e, inst, events := startInstance(t)
 	timed, early := group("mig-a-", "", 16), group("mig-b-", "", 16)
 	dead := append(timed, early...)
-	b := startBeater(t, e.Kafka.Brokers(), dead, interval)
+	b := beatTracked(t, e, inst, dead)
 	ctx := t.Context()
-	e2etest.Eventually(t, 30*time.Second, "every device tracked", func() bool {
-		n, err := inst.Store.Tracked(ctx, 4)
-		return err == nil && n == int64(len(dead))
-	})
 	t0 := time.Now()
 	w := start(t, inst.Store, maintenance.Request{Prefix: "mig-a-", Until: t0.Add(8 * time.Second)}, t0)
 	wb := start(t, inst.Store, maintenance.Request{Prefix: "mig-b-", For: time.Hour}, t0)

@@ -42,12 +42,7 @@ func group(prefix, class string, n int) []*device {
 // matches fire as ever. The instance is restarted mid-window, and one
 // window is ended early.
 func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
-	e := e2etest.NewEnv(t, partitions)
-	e.Cfg.Timeouts.Default = timeout
-	e.Cfg.Timeouts.Classes = map[string]time.Duration{"meter": meterTimeout}
-	e.Cfg.Shards.InitialCount = 4
-	inst := e2etest.Start(t, e.Cfg, app.Hooks{})
-	events := e2etest.Collect(t, e.Kafka.Brokers(), e2etest.Timeouts, partitions)
+	e, inst, events := startInstance(t)
 
 	dead, reboot, live := group("site-a/dead-", "", 5), group("site-a/reboot-", "", 5), group("site-a/live-", "", 5)
 	// late devices come back just before the window ends and die right
@@ -59,12 +54,8 @@ func TestPlannedSilenceFiresOnlyForDevicesThatDoNotComeBack(t *testing.T) {
 	for _, g := range [][]*device{dead, reboot, live, late, meters, others, {solo}} {
 		all = append(all, g...)
 	}
-	b := startBeater(t, e.Kafka.Brokers(), all, interval)
+	b := beatTracked(t, e, inst, all)
 	ctx := t.Context()
-	e2etest.Eventually(t, 30*time.Second, "every device tracked", func() bool {
-		n, err := inst.Store.Tracked(ctx, 4)
-		return err == nil && n == int64(len(all))
-	})
 
 	t0 := time.Now()
 	prefixW := start(t, inst.Store, maintenance.Request{Prefix: "site-a/", Until: t0.Add(5 * time.Second), Reason: "firmware 4.2"}, t0)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -34,10 +33,7 @@ func readmeShape(t *testing.T, shape string) configs.Config {
 	if m == nil {
 		t.Fatalf("README has no ingest block for %s", shape)
 	}
-	file := filepath.Join(t.TempDir(), "flatline.yaml")
-	if err := os.WriteFile(file, m[1], 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := testenv.File(t, "flatline.yaml", string(m[1]))
 	cfg, err := configs.Load(configs.LoadOptions{File: file})
 	if err != nil {
 		t.Fatalf("the README's %s block: %v", shape, err)
