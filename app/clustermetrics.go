@@ -75,19 +75,14 @@ func (a *App) readCluster(ctx context.Context) (metrics.Cluster, error) {
 // maintenanceHeld counts the devices the open maintenance windows hold: no
 // read at all while none is open (as this instance last loaded them).
 func (a *App) maintenanceHeld(ctx context.Context, n int) (int64, error) {
-	open := a.maint.Open()
-	if len(open) == 0 {
+	if !a.maint.Active() {
 		return 0, nil
 	}
 	counts, err := a.Store.HeldCounts(ctx, n)
 	if err != nil {
 		return 0, err
 	}
-	var held int64
-	for _, w := range open {
-		held += counts[w.ID]
-	}
-	return held, nil
+	return a.maint.HeldOpen(counts), nil
 }
 
 // unreachable splits the devices down as unreachable by class name, nil

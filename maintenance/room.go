@@ -149,3 +149,16 @@ func (r *Room) Active() bool { return len(r.idx.Load().windows) > 0 }
 
 // Open returns the windows open now.
 func (r *Room) Open() []shard.Window { return r.idx.Load().Open(r.opts.Now().UnixMilli()) }
+
+// HeldOpen sums heldBy (a window's id → the devices it holds) over the
+// windows open now, without copying them (a /metrics scrape's sum).
+func (r *Room) HeldOpen(heldBy map[string]int64) int64 {
+	x, now := r.idx.Load(), r.opts.Now().UnixMilli()
+	var held int64
+	for k := range x.windows {
+		if w := &x.windows[k]; w.OpenAt(now) {
+			held += heldBy[w.ID]
+		}
+	}
+	return held
+}

@@ -6,15 +6,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-co-op/gocron/v2"
-
 	"github.com/flatline-dev/flatline/internal/retry"
 	"github.com/flatline-dev/flatline/shard"
 )
 
-// shardScanner scans one shard. Only its gocron job runs pass (run keeps
-// the passes one at a time), dispatch goroutines only touch the in-flight
-// set under mu.
+// shardScanner scans one shard. Only run calls pass, on a pass runner (run
+// keeps the passes one at a time), dispatch goroutines only touch the
+// in-flight set under mu.
 type shardScanner struct {
 	s  *Scanner
 	id int
@@ -41,8 +39,7 @@ type shardScanner struct {
 	// kin remembers the shard's family keys found absent (see gateways).
 	kin absentKin
 
-	mu  sync.Mutex
-	job gocron.Job // the current job (under mu: replaced when the shard is regained)
+	mu sync.Mutex
 	// inflight holds the members handed to dispatch, from claim until
 	// the pass's next read after their batch completed (forgetDone): a
 	// read that began before a batch's removal may still return its
@@ -84,8 +81,8 @@ func (sc *shardScanner) stop() {
 	sc.setHeld(0)
 }
 
-// run is the shard's gocron job: it passes until no wake-up asks for
-// another, unless another run is passing, which then passes for it.
+// run is the shard's pass runner's work: it passes until no wake-up asks
+// for another, unless another run is passing, which then passes for it.
 func (sc *shardScanner) run() {
 	sc.again.Store(true)
 	for sc.again.Load() && sc.passing.TryLock() {

@@ -99,6 +99,10 @@ type Options struct {
 // the default shutdown_timeout.
 const defaultDrainTimeout = 10 * time.Second
 
+// passStopTimeout bounds how long a stop waits for the passes under way
+// (gocron's own bound for its jobs).
+const passStopTimeout = 10 * time.Second
+
 // Scanner runs the scanners of the shards this instance owns.
 type Scanner struct {
 	cfg   Config
@@ -110,13 +114,14 @@ type Scanner struct {
 	retired map[int]*shardScanner // stopped, maybe with batches still out
 
 	// woken holds the shards whose pass was asked for and not yet handed
-	// to the scheduler. Waking never blocks (gocron's RunNow may), so
-	// timers, the gate, the wake listener and this process's writes wake
-	// shards from wherever they run; Run starts the passes.
+	// to a runner. Waking never blocks, so timers, the gate, the wake
+	// listener and this process's writes wake shards from wherever they
+	// run; Run starts the passes.
 	wakeMu     sync.Mutex
 	woken      []*shardScanner
 	wokenSpare []*shardScanner // Run's: the buffer woken swaps with
 	wakeKick   chan struct{}
+	runners    passRunners
 
 	// held holds the shards whose next deadline is due by the clock and
 	// waits for the watermark (shardScanner.held): a watermark advance
@@ -208,26 +213,15 @@ func (s *Scanner) SetShards(ids []int) error {
 			sc = &shardScanner{s: s, id: id, inflight: make(map[string]struct{}),
 				backoff: retry.Backoff{Min: min(s.cfg.Interval, minScanBackoff), Max: maxScanBackoff}}
 		}
-		// The shard's job passes once now, then whenever the shard is
-		// woken (run): by its timer, a write, the poll, the watermark or a
-		// completed group. Not a singleton job: run keeps the passes one
-		// at a time without a goroutine per shard waiting for its turn.
-		job, err := s.sched.NewJob(gocron.OneTimeJob(gocron.OneTimeJobStartImmediately()), gocron.NewTask(sc.run))
-		if err != nil {
-			return fmt.Errorf("schedule shard %d: %w", id, err)
-		}
-		sc.mu.Lock()
-		sc.job = job
-		sc.mu.Unlock()
+		// The shard passes once now (once Run runs), then whenever it is
+		// woken: by its timer, a write, the poll, the watermark or a
+		// completed group.
 		s.shards[id] = sc
+		sc.wake()
 	}
 	for id, sc := range s.shards {
 		if !want[id] {
 			sc.stop()
-			sc.mu.Lock()
-			job := sc.job
-			sc.mu.Unlock()
-			_ = s.sched.RemoveJob(job.ID())
 			delete(s.shards, id)
 			s.retired[id] = sc
 		}
@@ -295,14 +289,12 @@ func (s *Scanner) startWoken() {
 	s.wakeMu.Unlock()
 	for k, sc := range q {
 		q[k] = nil
-		sc.mu.Lock()
-		job := sc.job
-		sc.mu.Unlock()
-		if sc.stopped.Load() || job == nil || job.RunNow() != nil {
-			// Not started: a later wake-up may ask again. One that does
-			// not come is made up for by the next poll.
+		if sc.stopped.Load() {
+			// Not started: a later wake-up may ask again.
 			sc.pending.Store(false)
+			continue
 		}
+		s.runners.pass(sc)
 	}
 	s.wokenSpare = q[:0]
 }
@@ -333,11 +325,13 @@ func (s *Scanner) Run(ctx context.Context) error {
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	s.dispatchCtx = dctx
+	rctx, stopRunners := context.WithCancel(context.Background())
+	s.runners.start(rctx, passRunnerCount)
 	s.sched.Start()
 	for {
 		select {
 		case <-ctx.Done():
-			s.stopAll(cancel)
+			s.stopAll(cancel, stopRunners)
 			return nil
 		case <-s.wakeKick:
 			s.startWoken()
@@ -357,16 +351,20 @@ func (s *Scanner) Close() error {
 
 // stopAll stops every shard's pass, then waits for the batches in flight
 // until DrainTimeout has passed, and after that for their cancellation.
-// A scheduler that does not stop in time is logged, not returned: the
-// batches are drained either way.
-func (s *Scanner) stopAll(cancelDispatch context.CancelFunc) {
+// Passes or a scheduler that do not stop in time are logged, not returned:
+// the batches are drained either way.
+func (s *Scanner) stopAll(cancelDispatch, stopRunners context.CancelFunc) {
 	s.mu.Lock()
 	for _, sc := range s.shards {
 		sc.stop()
 	}
 	s.mu.Unlock()
+	stopRunners()
 	if err := s.sched.Shutdown(); err != nil {
 		s.opts.Log.Warn("scanner shutdown", "err", err)
+	}
+	if !s.runners.wait(passStopTimeout) {
+		s.opts.Log.Warn("scanner shutdown: passes still under way", "waited", passStopTimeout)
 	}
 	done := make(chan struct{})
 	go func() { s.inflight.Wait(); close(done) }()
