@@ -69,7 +69,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 1m) each
 	done; \
 	if [ "$$found" = 0 ]; then echo "no fuzz targets found"; fi
 
-# make bench: the end-to-end scenarios (6–7 min on 2 cores), a table on the
+# make bench: the end-to-end scenarios (about 12 min on 2 cores), a table on the
 # terminal and bench/results/<run>.json. BENCH selects the Go micro-benchmarks,
 # BENCH_COUNT repeats them (6 for benchstat), BENCH_ARGS goes to flatline-bench
 # (e.g. BENCH_ARGS='-scale 0.5 -cpuprofile /tmp/fl'; see bin/flatline-bench -h).

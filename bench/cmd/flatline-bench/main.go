@@ -32,10 +32,14 @@
 //  11. gateway cost (scenario "gateway-cost"): a dead gateway's 100,000
 //     children against as many devices without a parent, Redis bytes per
 //     child, exact ingest with a parent in every heartbeat and without.
+//  12. growth (scenario "growth"): at tracked-fleet sizes of 100,000 to
+//     10,000,000 devices, the ZADD GT ceiling and exact ingest over the
+//     keyspace, lateness under load and under a trickle, a mass expiry on
+//     top of the keyspace and Redis bytes per device.
 //
 // Usage (see `make bench`):
 //
-//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,shard-cost,storm-cost,maintenance-cost,gateway-cost,peers] [-scale 0.5]
+//	flatline-bench [-scenarios memory,ingest,wait,lateness,mass,shard-cost,storm-cost,maintenance-cost,gateway-cost,growth,peers] [-scale 0.5]
 //	    [-peers bin/flatline-bench-peers] [-micro file] [-cpuprofile prefix] [-out bench/results]
 package main
 
@@ -47,6 +51,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -84,10 +89,16 @@ type options struct {
 	massMargin  time.Duration
 	massTimeout time.Duration
 	massRuns    int
+	// massTracked are devices tracked beside a mass expiry's own, due long
+	// after it: the keyspace the growth sweep drains on top of.
+	massTracked []string
 
 	memDevices int
 
 	stormPairs int
+
+	growthSizes []int
+	growthPairs []int
 
 	costShards  string
 	costDevices int
@@ -134,7 +145,7 @@ func main() {
 func run() int {
 	o := &options{}
 	fs := flag.NewFlagSet("flatline-bench", flag.ExitOnError)
-	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,shard-cost,storm-cost,maintenance-cost,gateway-cost,peers", "comma-separated scenarios to run (peers needs -peers)")
+	fs.StringVar(&o.scenarios, "scenarios", "memory,ingest,wait,lateness,mass,shard-cost,storm-cost,maintenance-cost,gateway-cost,growth,peers", "comma-separated scenarios to run (peers needs -peers)")
 	fs.Float64Var(&o.scale, "scale", 1, "multiply every device and heartbeat count (not rates) by this; the output says so")
 	fs.StringVar(&o.out, "out", "bench/results", "directory for the JSON result (empty: none)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write CPU profiles to PREFIX-<scenario>.pprof (flatline) and PREFIX-bench.pprof (this process)")
@@ -161,6 +172,8 @@ func run() int {
 	fs.DurationVar(&o.massTimeout, "mass-timeout", 30*time.Second, "scenario 3: stop waiting this long after the deadline (the rate is then over what arrived)")
 	fs.IntVar(&o.memDevices, "mem-devices", referenceSizes["mem-devices"], "scenario 4: devices")
 	fs.IntVar(&o.stormPairs, "storm-pairs", 5, "storm cost: pairs of runs, guard on and off in turns, of exact ingest and of mass expiry (the medians count)")
+	growthSizes := fs.String("growth-sizes", "100000,1000000,10000000", "growth: tracked-fleet sizes, devices (scaled by -scale)")
+	growthPairs := fs.String("growth-pairs", "3,3,1", "growth: exact ingest / ceiling pairs at each size, in the order of -growth-sizes (the last count for the sizes beyond)")
 	fs.StringVar(&o.costShards, "cost-shards", "16,4096", "shard cost: the shard counts, run in this order (the ratios are the last over the first)")
 	fs.IntVar(&o.costDevices, "cost-devices", 2000, "shard cost: devices beating every second")
 	fs.IntVar(&o.costSilent, "cost-silent", 20, "shard cost: devices going silent per second, with 1 s timeouts (the lateness sample)")
@@ -177,6 +190,15 @@ func run() int {
 		return nil
 	})
 	_ = fs.Parse(os.Args[1:])
+	var err error
+	if o.growthSizes, err = parseCounts(*growthSizes); err != nil {
+		fmt.Fprintln(os.Stderr, "flatline-bench: -growth-sizes:", err)
+		return 2
+	}
+	if o.growthPairs, err = parseCounts(*growthPairs); err != nil {
+		fmt.Fprintln(os.Stderr, "flatline-bench: -growth-pairs:", err)
+		return 2
+	}
 	for _, name := range strings.Split(*shapes, ",") {
 		if name = strings.TrimSpace(name); name == "" {
 			continue
@@ -199,6 +221,9 @@ func run() int {
 	}
 	for _, p := range []*int{&o.ingestDevices, &o.ingestHeartbeats, &o.latDevices, &o.massDevices, &o.memDevices} {
 		scaled(p)
+	}
+	for k := range o.growthSizes {
+		scaled(&o.growthSizes[k])
 	}
 	o.latProbes = min(o.latProbes, o.latDevices)
 
@@ -287,6 +312,7 @@ func run() int {
 	runOne("storm-cost", func() (err error) { res.StormCost, err = runStormCost(ctx, o); return })
 	runOne("maintenance-cost", func() (err error) { res.MaintenanceCost, err = runMaintenanceCost(ctx, o); return })
 	runOne("gateway-cost", func() (err error) { res.GatewayCost, err = runGatewayCost(ctx, o); return })
+	runOne("growth", func() (err error) { res.Growth, err = runGrowth(ctx, o); return })
 	if o.peersBin != "" {
 		runOne("peers", func() (err error) {
 			var skip []string
@@ -353,6 +379,9 @@ func (o *options) describeScale() string {
 		if got[k] != referenceSizes[k] {
 			diffs = append(diffs, fmt.Sprintf("%s %s (reference: %s)", k, num(got[k]), num(referenceSizes[k])))
 		}
+	}
+	if !slices.Equal(o.growthSizes, growthReferenceSizes) {
+		diffs = append(diffs, fmt.Sprintf("growth-sizes %s (reference: %s)", counts(o.growthSizes), counts(growthReferenceSizes)))
 	}
 	if len(diffs) == 0 {
 		return "the reference sizes"

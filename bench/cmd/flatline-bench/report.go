@@ -40,12 +40,14 @@ type Result struct {
 	// GatewayCost: a dead gateway's children, bytes per child and ingest
 	// with parents, each against the same without parents.
 	GatewayCost *GatewayCostResult `json:"gateway_cost,omitempty"`
-	Memory      *MemoryResult      `json:"memory,omitempty"`
-	Peers       *PeersResult       `json:"peers,omitempty"`
-	Micro       []MicroResult      `json:"micro,omitempty"`
-	Errors      map[string]string  `json:"errors,omitempty"`
-	Table       []Row              `json:"table"`
-	Profiles    []string           `json:"cpu_profiles,omitempty"`
+	// Growth: the figures at tracked-fleet sizes of -growth-sizes.
+	Growth   *GrowthResult     `json:"growth,omitempty"`
+	Memory   *MemoryResult     `json:"memory,omitempty"`
+	Peers    *PeersResult      `json:"peers,omitempty"`
+	Micro    []MicroResult     `json:"micro,omitempty"`
+	Errors   map[string]string `json:"errors,omitempty"`
+	Table    []Row             `json:"table"`
+	Profiles []string          `json:"cpu_profiles,omitempty"`
 }
 
 // Row is one line of the table.
@@ -266,6 +268,9 @@ func (r *Result) buildTable() {
 			fmt.Sprintf("+%.1f B", c.BytesPerChild), fmt.Sprintf("≤ +%d B", c.ParentIDBytes+gatewayBytesTarget), check(c.BytesPerChild <= float64(c.ParentIDBytes+gatewayBytesTarget)))
 		add(gc, fmt.Sprintf("exact ingest, a parent in every heartbeat / none (hb/s parents: %s; none: %s)", list(c.IngestParents), list(c.IngestPlain)),
 			fmt.Sprintf("%.3f ×", c.RatioIngest), fmt.Sprintf("≥ %.1f ×", gatewayIngestTarget), check(c.RatioIngest >= gatewayIngestTarget))
+	}
+	if g := r.Growth; g != nil {
+		g.growthRows(add)
 	}
 	if c := r.ShardCost; c != nil && len(c.Runs) > 1 {
 		sc := "8 shard cost"
