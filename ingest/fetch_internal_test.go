@@ -79,9 +79,9 @@ func produce(t *testing.T, brokers []string, topic string, from, to int) {
 	}
 }
 
-// testReader is a partition reader of partition 0 from offset 0 that hands
-// its chunks to the test, over an unbuffered channel: the reader waits for
-// each hand-off, as behind a slow batcher.
+// testReader reads partition 0 from offset 0 (a router and its broker
+// reader) and hands its chunks to the test, over an unbuffered channel:
+// the reader waits for each hand-off, as behind a slow batcher.
 type testReader struct {
 	m    *metrics.Metrics
 	out  chan chunk
@@ -100,7 +100,8 @@ func startReader(t *testing.T, brokers []string, topic string) *testReader {
 	in := &Ingest{opts: Options{Kafka: kc, Metrics: r.m, Log: slog.New(slog.DiscardHandler), Now: time.Now}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); in.newPartitionReader(dialer, 0, 0, r.out, &position{}).run(ctx) }()
+	parts := []*partitionFetch{in.newPartitionFetch(0, 0, &position{})}
+	go func() { defer close(done); in.newRouter(dialer, parts, r.out, nil).run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return r
 }
