@@ -21,6 +21,8 @@ import (
 type fetchLog struct {
 	mu   sync.Mutex
 	reqs []fetchReq
+	// more is signalled after each request logged.
+	more chan struct{}
 }
 
 type fetchReq struct {
@@ -31,7 +33,7 @@ type fetchReq struct {
 // watchFetches records every Fetch request the cluster takes, leaving the
 // answer to the cluster.
 func watchFetches(c *kfake.Cluster) *fetchLog {
-	l := &fetchLog{}
+	l := &fetchLog{more: make(chan struct{}, 1)}
 	c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		req := fetchReq{node: c.CurrentNode()}
 		for _, rt := range kreq.(*kmsg.FetchRequest).Topics {
@@ -45,6 +47,10 @@ func watchFetches(c *kfake.Cluster) *fetchLog {
 		l.mu.Lock()
 		l.reqs = append(l.reqs, req)
 		l.mu.Unlock()
+		select {
+		case l.more <- struct{}{}:
+		default:
+		}
 		return nil, nil, false // answered as usual
 	})
 	return l
@@ -70,7 +76,7 @@ func (l *fetchLog) len() int {
 func (l *fetchLog) steady(t *testing.T, want map[int32][]int32) {
 	t.Helper()
 	from := l.len()
-	deadline := time.Now().Add(10 * time.Second)
+	timeout := time.After(10 * time.Second)
 	for {
 		got := map[int32]int{}
 		for _, req := range l.since(from) {
@@ -83,10 +89,11 @@ func (l *fetchLog) steady(t *testing.T, want map[int32][]int32) {
 		if enough {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-l.more:
+		case <-timeout:
 			t.Fatalf("fetches per broker %v in 10 s; want three or more each of %v", got, want)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	for _, req := range l.since(from) {
 		if !slices.Equal(req.parts, want[req.node]) {

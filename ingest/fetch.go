@@ -126,13 +126,13 @@ type brokerReader struct {
 	inbox     chan *partitionFetch
 	displaced chan<- *partitionFetch
 
+	// parts are the reader's partitions, in the order of the last fetch,
+	// and req that fetch's request: the order turns by one each fetch, so
+	// that when answers reach their byte limit every partition comes first
+	// in its turn.
 	parts []*partitionFetch
-	// order and req are the last fetch's partitions, in the request's
-	// order: it turns by one each fetch, so that when answers reach their
-	// byte limit every partition comes first in its turn.
-	order []*partitionFetch
 	req   []kfetch.Part
-	turn  int
+	moved []*partitionFetch // scratch: the last fetch's partitions handed back
 	// grace stands for fetchGrace in this reader's fetch deadlines. A
 	// broker that takes longer than fetchGrace to answer would fail every
 	// fetch the same way, for ever: so a fetch ended by its deadline
@@ -177,6 +177,7 @@ func (r *brokerReader) run(ctx context.Context) {
 		for _, p := range r.parts {
 			r.displace(p, time.Time{})
 		}
+		clear(r.parts)
 		r.parts = r.parts[:0]
 	}
 }
@@ -252,7 +253,7 @@ func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	r.outage.Succeeded("broker", r.addr)
 	r.backoff.Reset()
 	a := answer{sentMs: sentMs}
-	for i, p := range r.order {
+	for i, p := range r.parts {
 		if r.req[i].Err == nil && r.req[i].Res.NextOffset > p.next {
 			// A producer's clock is believed up to the moment the
 			// records arrived: with the decoder's max_skew on top, no
@@ -263,30 +264,32 @@ func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 			break
 		}
 	}
-	kept := r.parts[:0]
-	for i, p := range r.order {
+	r.moved = r.moved[:0]
+	for i, p := range r.parts {
 		moved, err := r.handOn(ctx, p, r.req[i].Err, a)
 		if err != nil {
 			return err // ctx ended: the partitions end with the reader
 		}
-		if !moved {
-			kept = append(kept, p)
+		if moved {
+			r.moved = append(r.moved, p)
 		}
 	}
-	clear(r.parts[len(kept):])
-	r.parts = kept
+	if len(r.moved) > 0 {
+		r.parts = slices.DeleteFunc(r.parts, func(p *partitionFetch) bool { return slices.Contains(r.moved, p) })
+	}
 	return nil
 }
 
 // request lays the reader's partitions out for the next fetch, turned by
 // one from the last.
 func (r *brokerReader) request() {
-	n := len(r.parts)
-	r.turn = (r.turn + 1) % n
-	r.order = append(r.order[:0], r.parts[r.turn:]...)
-	r.order = append(r.order, r.parts[:r.turn]...)
+	if len(r.parts) > 1 {
+		first := r.parts[0]
+		copy(r.parts, r.parts[1:])
+		r.parts[len(r.parts)-1] = first
+	}
 	r.req = r.req[:0]
-	for _, p := range r.order {
+	for _, p := range r.parts {
 		r.req = append(r.req, kfetch.Part{Partition: p.partition, Offset: p.next, Res: &p.res})
 	}
 }
