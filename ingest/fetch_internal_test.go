@@ -124,3 +124,32 @@ func (r *testReader) take(t *testing.T, until int64) {
 		}
 	}
 }
+
+// A broker reader's request order turns by one each fetch, so that when
+// answers reach their byte limit, which the broker fills in the request's
+// order, every partition comes first within as many fetches as there are
+// partitions, and the request always carries each partition once.
+func TestBrokerFetchOrderGivesEveryPartitionItsTurnFirst(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 2, 3, 5, 8} {
+		r := &brokerReader{}
+		for p := range n {
+			r.parts = append(r.parts, &partitionFetch{partition: p})
+		}
+		first := map[int]bool{}
+		for range n {
+			r.request()
+			first[r.req[0].Partition] = true
+			seen := map[int]bool{}
+			for _, part := range r.req {
+				seen[part.Partition] = true
+			}
+			if len(r.req) != n || len(seen) != n {
+				t.Fatalf("%d partitions: a request of %v", n, r.req)
+			}
+		}
+		if len(first) != n {
+			t.Errorf("%d partitions: first in %d fetches: %v; want each once", n, n, first)
+		}
+	}
+}
