@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -169,5 +170,39 @@ func TestPartitionFollowsItsMovedLeader(t *testing.T) {
 	log.steady(t, map[int32][]int32{0: {0, 1, 3}, 1: {2}})
 	if e := testutil.ToFloat64(r.metrics.FetchErrors); e < 1 {
 		t.Errorf("flatline_fetch_errors_total = %v; want the old leader's NotLeaderForPartition counted", e)
+	}
+}
+
+// A partition whose share of its broker's fetches fails (a storage error
+// on that broker, for that partition alone) does not hold back the
+// partitions fetched beside it: they are read and committed to their ends
+// while it fails, and it catches up once its fetches answer again.
+func TestAFailingPartitionDoesNotHoldItsBrokersOthers(t *testing.T) {
+	t.Parallel()
+	r, _ := newBrokersRig(t)
+	failing := r.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: signals,
+		Partitions: []int32{1}, Err: kerr.KafkaStorageError, Count: -1})
+	r.produce(t, beatsAt("a", 40, time.Now())...)
+	ends := r.endOffsets(t)
+	if ends[1] == 0 {
+		t.Fatal("no record in partition 1: the test proves nothing")
+	}
+	others := map[int]int64{0: ends[0], 2: ends[2], 3: ends[3]}
+	r.waitCommitted(t, others) // partition 0 shares partition 1's broker and fetches
+	if got := r.committedOffsets(t)[1]; got >= ends[1] {
+		t.Errorf("partition 1 committed to %d while its fetches failed", got)
+	}
+	if failing.Hits() == 0 {
+		t.Error("no fetch of partition 1 failed: the test proves nothing")
+	}
+	if e := testutil.ToFloat64(r.metrics.FetchErrors); e < 1 {
+		t.Errorf("flatline_fetch_errors_total = %v; want partition 1's failures counted", e)
+	}
+	failing.Remove()
+	r.produceTracked(t, "b", 40)
+	for k := range 40 {
+		if id := fmt.Sprintf("a-%02d", k); !r.tracked(t, id) {
+			t.Errorf("device %s not tracked", id)
+		}
 	}
 }
