@@ -102,10 +102,11 @@ func (c *Conn) Fetch(ctx context.Context, topic string, partition int, offset in
 // FetchMany sends one fetch for the given partitions of topic, each at its
 // Offset, and fills each Part's Res and Err as Fetch would for that
 // partition alone. It returns an error only when the request as a whole
-// failed (connection, timeout, an answer whose framing does not decode):
-// then every Res is empty and the Conn is done. Keys and values alias the
-// Conn's answer buffer (or a Res's decompressed batches) and hold until
-// the next fetch on the Conn.
+// failed — connection, timeout (the Conn is then done), an answer whose
+// framing does not decode (it stays usable) — leaving every Res empty; an
+// error of the whole answer (v7+) is every Part's Err. Keys and values
+// alias the Conn's answer buffer (or a Res's decompressed batches) and
+// hold until the next fetch on the Conn.
 //
 // The answer is bounded by MaxBytes, and by PartitionMaxBytes per
 // partition, so it holds at most what as many single fetches would. A
