@@ -5,10 +5,15 @@
 // and, per generation, runs these goroutines, each in its own file, in the
 // order the records flow:
 //
-//   - a reader per assigned partition (fetch.go) fetches whole answers on
-//     its own connection, read_committed (internal/kfetch: no transaction
-//     marker, no record of an aborted transaction), and hands them on a
-//     chunk at a time; an offset out of range moves by kafka.start_offset;
+//   - the router (leaders.go) gives each assigned partition to the reader
+//     of the broker that leads it, starting one reader per such broker,
+//     and routes again, the leaders asked afresh, the partitions a reader
+//     could not fetch (leader moved, broker gone), after their backoff;
+//   - a reader per broker (fetch.go) sends one fetch at a time for every
+//     partition of its broker, on its own connection, read_committed
+//     (internal/kfetch: no transaction marker, no record of an aborted
+//     transaction), and hands each partition's records on a chunk at a
+//     time; an offset out of range moves by kafka.start_offset;
 //   - the batcher (batch.go) gathers chunks into batches and hands each to
 //     a processor (process.go), which prepares it (prepare.go): a goroutine
 //     per batch decodes the records (package decode; invalid ones are kept

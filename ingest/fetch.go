@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -21,18 +20,27 @@ const (
 	// fetchMaxWait is how long the broker may hold a fetch that finds no
 	// new record.
 	fetchMaxWait = 250 * time.Millisecond
-	// fetchMaxBytes bounds one fetch response: ~6,000 heartbeats, a
-	// quarter of a second of a partition beating 25,000 times a second, so
-	// that the batcher, holding mergeHold records, has the next
-	// records of most partitions to merge (1 MiB: Redis 0.79–0.88 against
-	// 0.80–1.11 µs per reset; README, "Where the time goes").
+	// fetchMaxBytes bounds a partition's share of one fetch response:
+	// ~6,000 heartbeats, a quarter of a second of a partition beating
+	// 25,000 times a second, so that the batcher, holding mergeHold
+	// records, has the next records of most partitions to merge (1 MiB:
+	// Redis 0.79–0.88 against 0.80–1.11 µs per reset; README, "Where the
+	// time goes").
 	fetchMaxBytes = 512 << 10
+	// fetchMaxAnswer bounds one fetch response, all of a broker's
+	// partitions together: 128 partitions' fetchMaxBytes, so that a broker
+	// leading up to 128 of this instance's partitions fills each one's
+	// share as a fetch per partition would. The heap a generation's answers
+	// hold is then what it was with a fetch per partition: each
+	// partition's share, at most fetchMaxBytes (or its first batch, when
+	// larger).
+	fetchMaxAnswer = 128 * fetchMaxBytes
 	// fetchGrace is how long past fetchMaxWait a fetch's answer may take to
 	// arrive before the connection is dropped and reopened at the next
 	// offset.
 	fetchGrace = time.Second
-	// maxFetchGrace bounds the grace a partition reader grows for a broker
-	// slower than fetchGrace (see partitionReader.grace).
+	// maxFetchGrace bounds the grace a broker reader grows for a broker
+	// slower than fetchGrace (see brokerReader.grace).
 	maxFetchGrace = 30 * time.Second
 	// chunkMax is the most records handed to the batcher at once.
 	chunkMax = 1024
@@ -56,98 +64,169 @@ type chunk struct {
 	// clock is believed only up to it for the watermark (docs/operations.md, "Time").
 	sentMs int64
 	// reset is set on the record-less chunk that moves the partition to
-	// next after its offset was out of range (see partitionReader.reset).
+	// next after its offset was out of range (see brokerReader.reset).
 	reset uint64
 	// answered is when the fetch's answer arrived, by the wall clock
 	// (flatline_ingest_queue_seconds).
 	answered time.Time
 }
 
-// partitionReader reads one partition of the signals topic, read_committed,
-// and feeds the batcher. It fetches whole answers on its own connection to
-// the partition's leader (kfetch.Conn: control records and aborted
-// transactions are dropped there) and hands them on a chunk at a time: one
-// hand-off and one socket deadline per fetch, not per record as with
-// kafka-go's Reader.
-type partitionReader struct {
-	in        *Ingest
-	dialer    *kafka.Dialer
+// partitionFetch is one partition's read state. It belongs to one
+// goroutine at a time — the broker reader of the partition's leader, or the
+// router (leaders.go) while it finds that leader — and moves between them
+// over channels, its state with it.
+type partitionFetch struct {
 	partition int
-	out       chan<- chunk
 	pos       *position
-
-	// next is the offset of the next record to hand on; a new connection
-	// starts there.
+	// next is the offset of the next record to hand on.
 	next int64
-	// grace stands for fetchGrace in this reader's fetch deadlines. A
-	// broker that takes longer than fetchGrace to answer would fail every
-	// fetch of the partition the same way, for ever: so a fetch ended by
-	// its deadline doubles grace (up to maxFetchGrace) for the next, and a
-	// fetch that fetchGrace would have allowed brings it back.
-	grace time.Duration
-	// res is the answer of the last fetch, reused: its buffers stop
-	// growing at the partition's largest answer.
+	// res is the partition's share of the last fetch, reused: its buffers
+	// stop growing at the partition's largest share.
 	res kfetch.Result
-	// resets counts the out-of-range resets of this reader.
+	// resets counts the out-of-range resets of this partition.
 	resets uint64
-	// backoff spaces the connections that follow a failed fetch; outage
-	// logs such a run of failures once, and its end.
+	// backoff spaces the re-routings that follow a partition error (its
+	// leader moved, or it does not decode); outage logs such a run once,
+	// and its end.
 	backoff retry.Backoff
 	outage  retry.Outage
-	// guard learns the partition's traffic from the records read.
-	guard *stallGuard
+	// retryAt is when the router may route it again.
+	retryAt time.Time
 }
 
-func (in *Ingest) newPartitionReader(dialer *kafka.Dialer, partition int, start int64, out chan<- chunk, pos *position) *partitionReader {
-	return &partitionReader{
-		in: in, dialer: dialer, partition: partition, out: out, pos: pos,
-		next: start, grace: fetchGrace,
+func (in *Ingest) newPartitionFetch(partition int, start int64, pos *position) *partitionFetch {
+	return &partitionFetch{
+		partition: partition, pos: pos, next: start,
 		backoff: retry.Backoff{Min: 10 * time.Millisecond, Max: time.Second},
 		outage:  retry.Outage{Log: in.opts.Log, Down: "fetch failing, retrying with backoff", Up: "fetch resumed"},
 	}
 }
 
+// brokerReader reads, read_committed, the partitions of the signals topic
+// one broker leads for this instance, and feeds the batcher. It sends one
+// fetch for all of them at a time on its own connection (kfetch.Conn:
+// control records and aborted transactions are dropped there), as the Java
+// consumer and franz-go do: fuller answers, fewer of them, than a fetch
+// per partition. Each answer's records go on a chunk at a time, a chunk
+// holding one partition's: one hand-off and one socket deadline per fetch,
+// not per record as with kafka-go's Reader.
+//
+// A partition the broker no longer leads, or whose share of an answer
+// fails, goes back to the router after its backoff, which finds its leader
+// and hands it to that broker's reader; the others read on.
+type brokerReader struct {
+	in     *Ingest
+	dialer *kafka.Dialer
+	addr   string
+	out    chan<- chunk
+	guard  *stallGuard
+	// inbox brings the partitions the router routes here; displaced takes
+	// back those that failed. Each has room for every partition of the
+	// generation, so neither side ever waits on the other.
+	inbox     chan *partitionFetch
+	displaced chan<- *partitionFetch
+
+	// parts are the reader's partitions, in the order of the last fetch,
+	// and req that fetch's request: the order turns by one each fetch, so
+	// that when answers reach their byte limit every partition comes first
+	// in its turn.
+	parts []*partitionFetch
+	req   []kfetch.Part
+	moved []*partitionFetch // scratch: the last fetch's partitions handed back
+	// grace stands for fetchGrace in this reader's fetch deadlines. A
+	// broker that takes longer than fetchGrace to answer would fail every
+	// fetch the same way, for ever: so a fetch ended by its deadline
+	// doubles grace (up to maxFetchGrace) for the next, and a fetch that
+	// fetchGrace would have allowed brings it back.
+	grace time.Duration
+	// backoff spaces the connections that follow a failed fetch; outage
+	// logs such a run of failures once, and its end.
+	backoff retry.Backoff
+	outage  retry.Outage
+}
+
 // run reads until ctx ends. After a fetch error — a fetch lost on the way
 // included: its deadline (fetchMaxWait + grace) ends it — it closes the
-// connection and opens a new one at the next offset, after a doubling
-// backoff (10 ms to 1 s).
-func (r *partitionReader) run(ctx context.Context) {
-	for ctx.Err() == nil {
+// connection and, after a doubling backoff (10 ms to 1 s), hands its
+// partitions back to the router, which asks the brokers for their leaders
+// afresh: a broker that went away leaves its partitions to the one that
+// leads them now.
+func (r *brokerReader) run(ctx context.Context) {
+	for {
+		if len(r.parts) == 0 {
+			select {
+			case p := <-r.inbox:
+				r.parts = append(r.parts, p)
+			case <-ctx.Done():
+				return
+			}
+		}
 		err := r.readConn(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		if err == nil {
+			continue // every partition moved away
+		}
 		r.in.opts.Metrics.FetchErrors.Inc()
-		r.outage.Failed(err, "partition", r.partition)
+		r.outage.Failed(err, "broker", r.addr)
 		if !retry.Sleep(ctx, r.backoff.Next()) {
+			return
+		}
+		r.take()
+		for _, p := range r.parts {
+			r.displace(p, time.Time{})
+		}
+		clear(r.parts)
+		r.parts = r.parts[:0]
+	}
+}
+
+// take adds the partitions waiting in the inbox.
+func (r *brokerReader) take() {
+	for {
+		select {
+		case p := <-r.inbox:
+			r.parts = append(r.parts, p)
+		default:
 			return
 		}
 	}
 }
 
-// readConn opens a connection to the partition's leader and fetches on it
-// from r.next until a fetch fails.
-func (r *partitionReader) readConn(ctx context.Context) error {
-	k := r.in.opts.Kafka
+// displace hands p back to the router, to be routed again from retryAt.
+func (r *brokerReader) displace(p *partitionFetch, retryAt time.Time) {
+	p.retryAt = retryAt
+	r.displaced <- p // never waits: room for every partition
+}
+
+// readConn opens a connection to the broker and fetches on it until a
+// fetch fails (its error) or no partition is left here (nil).
+func (r *brokerReader) readConn(ctx context.Context) error {
 	cfg := kfetch.DefaultConfig()
 	// The deadline of each fetch is its context's (see fetch); this only
 	// bounds the ListOffsets an out-of-range answer asks for.
-	cfg.MaxWait, cfg.MaxBytes, cfg.Grace = fetchMaxWait, fetchMaxBytes, maxFetchGrace
-	conn, err := kfetch.DialLeader(ctx, r.dialer, k.Brokers, k.SignalsTopic, r.partition, cfg)
+	cfg.MaxWait, cfg.MaxBytes, cfg.PartitionMaxBytes, cfg.Grace = fetchMaxWait, fetchMaxAnswer, fetchMaxBytes, maxFetchGrace
+	conn, err := kfetch.Dial(ctx, r.dialer, r.addr, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	for {
+		r.take()
+		if len(r.parts) == 0 {
+			return nil
+		}
 		if err := r.fetch(ctx, conn); err != nil {
 			return err
 		}
 	}
 }
 
-// fetch sends one fetch on conn and hands its records on. It returns nil
-// when conn may carry the next fetch.
-func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
+// fetch sends one fetch for the reader's partitions on conn and hands
+// their records on. It returns nil when conn may carry the next fetch.
+func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
+	r.request()
 	// The fetch's deadline, and how long the answer took, are the wall
 	// clock's: the connection runs on it.
 	sentAt := time.Now()
@@ -156,7 +235,7 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	// out, it is never later than the send.
 	sentMs := r.in.opts.Now().UnixMilli()
 	fctx, cancel := context.WithDeadline(ctx, sentAt.Add(fetchMaxWait+r.grace))
-	err := conn.Fetch(fctx, r.in.opts.Kafka.SignalsTopic, r.partition, r.next, &r.res)
+	err := conn.FetchMany(fctx, r.in.opts.Kafka.SignalsTopic, r.req)
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -168,41 +247,100 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	if time.Since(sentAt)-fetchMaxWait <= fetchGrace {
 		r.grace = fetchGrace
 	}
-	if errors.Is(err, kafka.OffsetOutOfRange) {
-		return r.reset(ctx, sentMs)
-	}
 	if err != nil {
 		return err
 	}
-	r.outage.Succeeded("partition", r.partition)
+	r.outage.Succeeded("broker", r.addr)
 	r.backoff.Reset()
-	res := &r.res
+	a := answer{sentMs: sentMs}
+	for i, p := range r.parts {
+		if r.req[i].Err == nil && r.req[i].Res.NextOffset > p.next {
+			// A producer's clock is believed up to the moment the
+			// records arrived: with the decoder's max_skew on top, no
+			// heartbeat's time passes the fetch time + ingest.max_skew
+			// (docs/operations.md, "Time").
+			a.arrived, a.answered = r.in.opts.Now(), time.Now()
+			r.in.opts.Metrics.IngestFetch.Observe(a.answered.Sub(sentAt).Seconds())
+			break
+		}
+	}
+	r.moved = r.moved[:0]
+	for i, p := range r.parts {
+		moved, err := r.handOn(ctx, p, r.req[i].Err, a)
+		if err != nil {
+			return err // ctx ended: the partitions end with the reader
+		}
+		if moved {
+			r.moved = append(r.moved, p)
+		}
+	}
+	if len(r.moved) > 0 {
+		r.parts = slices.DeleteFunc(r.parts, func(p *partitionFetch) bool { return slices.Contains(r.moved, p) })
+	}
+	return nil
+}
+
+// request lays the reader's partitions out for the next fetch, turned by
+// one from the last.
+func (r *brokerReader) request() {
+	if len(r.parts) > 1 {
+		first := r.parts[0]
+		copy(r.parts, r.parts[1:])
+		r.parts[len(r.parts)-1] = first
+	}
+	r.req = r.req[:0]
+	for _, p := range r.parts {
+		r.req = append(r.req, kfetch.Part{Partition: p.partition, Offset: p.next, Res: &p.res})
+	}
+}
+
+// answer is what every partition's share of one fetch answer has in
+// common: when the fetch was sent (injected clock), and, when it brought
+// records, when they arrived (injected clock) and were answered (wall
+// clock).
+type answer struct {
+	sentMs   int64
+	arrived  time.Time
+	answered time.Time
+}
+
+// handOn takes p's share of an answer, ferr its error: its records go to
+// the batcher, an out-of-range offset resets it, and any other error hands
+// it back to the router after its backoff (moved). The error returned is
+// ctx's, when it ended during a hand-off.
+func (r *brokerReader) handOn(ctx context.Context, p *partitionFetch, ferr error, a answer) (moved bool, err error) {
+	if errors.Is(ferr, kafka.OffsetOutOfRange) && r.resetTo(p) >= 0 {
+		return false, r.reset(ctx, p, a.sentMs)
+	}
+	if ferr != nil { // out of range with its bounds unknown included
+		r.in.opts.Metrics.FetchErrors.Inc()
+		p.outage.Failed(ferr, "partition", p.partition, "broker", r.addr)
+		r.displace(p, time.Now().Add(p.backoff.Next()))
+		return true, nil
+	}
+	p.outage.Succeeded("partition", p.partition)
+	p.backoff.Reset()
+	res := &p.res
 	// Every record appended before this fetch was sent lies below the
 	// high-water mark it returned: once that is written, the partition's
 	// watermark may move to the send time, as with a probe. The mark is the
 	// high-water mark, not the last stable offset: the plain records behind
 	// an open transaction were appended too, and cannot be read until it
 	// ends, so an open transaction holds the watermark back.
-	if hwm := res.HighWatermark; hwm > r.next {
-		r.pos.addMark(mark{sentMs: sentMs, offset: hwm})
+	if hwm := res.HighWatermark; hwm > p.next {
+		p.pos.addMark(mark{sentMs: a.sentMs, offset: hwm})
 	}
-	if res.NextOffset <= r.next {
-		return nil // nothing new
+	if res.NextOffset <= p.next {
+		return false, nil // nothing new
 	}
-	// A producer's clock is believed up to the moment the records arrived:
-	// with the decoder's max_skew on top, no heartbeat's time passes the
-	// fetch time + ingest.max_skew (docs/operations.md, "Time").
-	arrived := r.in.opts.Now()
-	answered := time.Now()
-	r.in.opts.Metrics.IngestFetch.Observe(answered.Sub(sentAt).Seconds())
 	recs := res.Records
 	if r.guard != nil {
-		r.guard.observe(r.partition, recs, arrived.UnixMilli())
+		r.guard.observe(p.partition, recs, a.arrived.UnixMilli())
 	}
-	for len(recs) > 0 || r.next < res.NextOffset {
+	for len(recs) > 0 || p.next < res.NextOffset {
 		n := min(len(recs), chunkMax)
-		sl := copyRecords(recs[:n], arrived, r.in.headers)
-		c := chunk{partition: r.partition, msgs: sl.recs, slab: sl, next: res.NextOffset, sentMs: sentMs, answered: answered}
+		sl := copyRecords(recs[:n], a.arrived, r.in.headers)
+		c := chunk{partition: p.partition, msgs: sl.recs, slab: sl, next: res.NextOffset, sentMs: a.sentMs, answered: a.answered}
 		recs = recs[n:]
 		if len(recs) > 0 {
 			c.next = recs[0].Offset
@@ -210,11 +348,11 @@ func (r *partitionReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 		select {
 		case r.out <- c:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
-		r.next = c.next
+		p.next = c.next
 	}
-	return nil
+	return false, nil
 }
 
 // slab holds one chunk's records and their keys and values. Slabs are
@@ -283,33 +421,35 @@ func copyRecords(recs []kfetch.Record, arrived time.Time, headers bool) *slab {
 	return sl
 }
 
-// reset moves the reader to where kafka.start_offset points after the
-// broker answered that r.next is out of range: below the log start
-// (retention deleted it) or past the log end (the topic was recreated, an
-// unclean leader election truncated it). The partition is never left
-// unread; until the move is written the prober leaves its watermark alone
+// reset moves p to where kafka.start_offset points after the broker
+// answered that p.next is out of range: below the log start (retention
+// deleted it) or past the log end (the topic was recreated, an unclean
+// leader election truncated it). The partition is never left unread; until
+// the move is written the prober leaves its watermark alone
 // (position.beginReset), since the written offset is not where the
 // partition is read.
-func (r *partitionReader) reset(ctx context.Context, sentMs int64) error {
-	res := &r.res
-	policy := r.in.opts.Kafka.StartOffset
-	to := res.LogStartOffset
-	if policy == kafkaconn.StartLatest {
-		to = res.LastStableOffset
-	}
-	if to < 0 {
-		return fmt.Errorf("offset %d of partition %d out of range, and the partition's bounds unknown", r.next, r.partition)
-	}
+func (r *brokerReader) reset(ctx context.Context, p *partitionFetch, sentMs int64) error {
+	res := &p.res
+	to := r.resetTo(p)
 	r.in.opts.Log.Warn("offset out of range; resetting by kafka.start_offset",
-		"partition", r.partition, "offset", r.next, "reset_to", to, "start_offset", policy,
+		"partition", p.partition, "offset", p.next, "reset_to", to, "start_offset", r.in.opts.Kafka.StartOffset,
 		"log_start", res.LogStartOffset, "last_stable", res.LastStableOffset)
-	r.resets++
-	r.pos.beginReset(r.resets)
+	p.resets++
+	p.pos.beginReset(p.resets)
 	select {
-	case r.out <- chunk{partition: r.partition, next: to, sentMs: sentMs, reset: r.resets}:
+	case r.out <- chunk{partition: p.partition, next: to, sentMs: sentMs, reset: p.resets}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	r.next = to
+	p.next = to
 	return nil
+}
+
+// resetTo is where kafka.start_offset moves p after an out-of-range
+// answer; -1 when the answer left that bound unknown.
+func (r *brokerReader) resetTo(p *partitionFetch) int64 {
+	if r.in.opts.Kafka.StartOffset == kafkaconn.StartLatest {
+		return p.res.LastStableOffset
+	}
+	return p.res.LogStartOffset
 }

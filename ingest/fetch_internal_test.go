@@ -79,9 +79,9 @@ func produce(t *testing.T, brokers []string, topic string, from, to int) {
 	}
 }
 
-// testReader is a partition reader of partition 0 from offset 0 that hands
-// its chunks to the test, over an unbuffered channel: the reader waits for
-// each hand-off, as behind a slow batcher.
+// testReader reads partition 0 from offset 0 (a router and its broker
+// reader) and hands its chunks to the test, over an unbuffered channel:
+// the reader waits for each hand-off, as behind a slow batcher.
 type testReader struct {
 	m    *metrics.Metrics
 	out  chan chunk
@@ -100,7 +100,8 @@ func startReader(t *testing.T, brokers []string, topic string) *testReader {
 	in := &Ingest{opts: Options{Kafka: kc, Metrics: r.m, Log: slog.New(slog.DiscardHandler), Now: time.Now}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); in.newPartitionReader(dialer, 0, 0, r.out, &position{}).run(ctx) }()
+	parts := []*partitionFetch{in.newPartitionFetch(0, 0, &position{})}
+	go func() { defer close(done); in.newRouter(dialer, parts, r.out, nil).run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return r
 }
@@ -120,6 +121,35 @@ func (r *testReader) take(t *testing.T, until int64) {
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatalf("stuck at offset %d of %d", r.next, until)
+		}
+	}
+}
+
+// A broker reader's request order turns by one each fetch, so that when
+// answers reach their byte limit, which the broker fills in the request's
+// order, every partition comes first within as many fetches as there are
+// partitions, and the request always carries each partition once.
+func TestBrokerFetchOrderGivesEveryPartitionItsTurnFirst(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 2, 3, 5, 8} {
+		r := &brokerReader{}
+		for p := range n {
+			r.parts = append(r.parts, &partitionFetch{partition: p})
+		}
+		first := map[int]bool{}
+		for range n {
+			r.request()
+			first[r.req[0].Partition] = true
+			seen := map[int]bool{}
+			for _, part := range r.req {
+				seen[part.Partition] = true
+			}
+			if len(r.req) != n || len(seen) != n {
+				t.Fatalf("%d partitions: a request of %v", n, r.req)
+			}
+		}
+		if len(first) != n {
+			t.Errorf("%d partitions: first in %d fetches: %v; want each once", n, n, first)
 		}
 	}
 }

@@ -125,8 +125,8 @@ func heartbeatInterval(session time.Duration) time.Duration {
 const groupRetry = 500 * time.Millisecond
 
 // runGeneration starts the goroutines of one consumer-group generation: a
-// reader per assigned partition, the batcher, the writer, the commit and
-// raise loops and the prober. gen.Start ties each to the generation, which
+// reader per broker leading assigned partitions, the batcher, the writer,
+// the commit and raise loops and the prober. gen.Start ties each to the generation, which
 // waits for all of them before the next one begins. It returns the client
 // the generation uses, for Run to close once the generation is over.
 func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) *kafka.Client {
@@ -184,20 +184,21 @@ func (in *Ingest) runGeneration(ctx context.Context, gen *kafka.Generation) *kaf
 }
 
 // startPartitions starts the rest of a generation once its start offsets
-// are known: a reader per partition, the batcher, the writer, the commit
-// and raise loops and the prober.
+// are known: the router, which starts a reader per broker leading some of
+// the partitions, the batcher, the writer, the commit and raise loops and
+// the prober.
 func (in *Ingest) startPartitions(gen *kafka.Generation, client *kafka.Client, assigned []kafka.PartitionAssignment, starts map[int]int64, guard *stallGuard) {
 	pos := make(map[int]*position, len(assigned))
 	msgs := make(chan chunk, 64)
 	dialer, _ := in.opts.Kafka.Dialer()
+	fetches := make([]*partitionFetch, 0, len(assigned))
 	for _, a := range assigned {
 		p := &position{}
 		p.written.Store(starts[a.ID])
 		pos[a.ID] = p
-		r := in.newPartitionReader(dialer, a.ID, starts[a.ID], msgs, p)
-		r.guard = guard
-		gen.Start(r.run)
+		fetches = append(fetches, in.newPartitionFetch(a.ID, starts[a.ID], p))
 	}
+	gen.Start(in.newRouter(dialer, fetches, msgs, guard).run)
 	commits := newPendingMax()
 	// confirmed is the latest moment the prober confirmed the signals
 	// topic's partition count for; no watermark passes it.

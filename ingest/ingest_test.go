@@ -79,7 +79,14 @@ func eachFormat(t *testing.T, test func(t *testing.T, r *rig, cfg ingest.Config)
 // r.start.
 func newStoppedRig(t *testing.T, redisArgs ...string) *rig {
 	t.Helper()
-	r := &rig{kafka: testenv.Kafka(t, 4, signals, dlq, "device-timeouts"), stop: func() {}}
+	return newStoppedRigOn(t, testenv.Kafka(t, 4, signals, dlq, "device-timeouts"), redisArgs...)
+}
+
+// newStoppedRigOn is newStoppedRig on a Kafka cluster of the test's own,
+// whose topics are the rig's (signals with 4 partitions).
+func newStoppedRigOn(t *testing.T, k *testenv.KafkaCluster, redisArgs ...string) *rig {
+	t.Helper()
+	r := &rig{kafka: k, stop: func() {}}
 	r.store, r.redis = testenv.Store(t, redisArgs...)
 	r.kcfg = kafkaconn.DefaultConfig()
 	r.kcfg.Brokers = r.kafka.Brokers()

@@ -32,9 +32,10 @@ func TestMain(m *testing.M) {
 	testenv.VerifyTestMain(m)
 }
 
-// serveBroker runs kfake until stdin closes, its address on stdout.
+// serveBroker runs kfake until stdin closes, its address on stdout. The
+// topic has two partitions; the benchmarks fill partition 0.
 func serveBroker(topic string) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, topic))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -163,6 +164,29 @@ func BenchmarkReadPartition(b *testing.B) {
 						b.Fatal(err)
 					}
 					n += len(res.Records)
+				}
+				return n
+			})
+		})
+		b.Run(fmt.Sprintf("FetchMany/batch=%d%s", tc.perBatch, codecName(tc.codec)), func(b *testing.B) {
+			c, err := Dial(context.Background(), &kafka.Dialer{}, addr, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			// Partition 1 is empty: the request carries both, the
+			// answer a section each.
+			parts := []Part{{Partition: 0, Res: new(Result)}, {Partition: 1, Res: new(Result)}}
+			allocsPerRecord(b, func() int {
+				n := 0
+				for parts[0].Offset = 0; parts[0].Offset < end; parts[0].Offset = parts[0].Res.NextOffset {
+					if err := c.FetchMany(context.Background(), topic, parts); err != nil {
+						b.Fatal(err)
+					}
+					if parts[0].Err != nil || parts[1].Err != nil {
+						b.Fatal(parts[0].Err, parts[1].Err)
+					}
+					n += len(parts[0].Res.Records)
 				}
 				return n
 			})

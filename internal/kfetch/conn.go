@@ -16,11 +16,15 @@ import (
 
 // Conn sends read_committed fetches over its own connection to one broker
 // and decodes the answer itself, straight from the bytes read off the
-// socket into the caller's Result: keys and values are not copied, a
+// socket into the caller's Results: keys and values are not copied, a
 // LogAppendTime batch's records get the broker's append time, NextOffset
 // goes past offsets compaction removed at the end of a batch, and the heap
 // a fetch holds is the answer's size (plus its decompressed batches) —
 // what kafka-go's decoding loses or costs (see the package comment).
+//
+// One request may carry every partition of a topic the broker leads
+// (FetchMany), as the Java consumer and franz-go send them: one answer per
+// broker and round instead of one per partition.
 //
 // A Conn serves one goroutine. After an error other than a partition error
 // (kafka.Error), its connection is in an unknown state: Close it and dial
@@ -32,7 +36,26 @@ type Conn struct {
 	fetchVersion int16
 	corr         int32
 	broken       error
-	req          fetch.Request // reused: one topic, one partition
+	req          fetch.Request // reused: one topic, its partitions grown to the largest fetch
+	raw          []byte        // FetchMany's answer, which its records alias
+	one          [1]Part       // Fetch's single partition
+}
+
+// Part is one partition of a FetchMany: where to read it, and what came
+// back.
+type Part struct {
+	Partition int
+	Offset    int64
+	// Res is filled (reset first) with the partition's share of the answer.
+	Res *Result
+	// Err is the partition's own failure, as Fetch returns it: a partition
+	// error of the broker (kafka.NotLeaderForPartition, OffsetOutOfRange
+	// with the bounds to reset to, …), or records that do not decode. The
+	// other partitions of the answer are unaffected. A partition the
+	// answer of a multi-partition fetch leaves out (a broker may stop
+	// listing partitions once the answer is full) comes back without
+	// records or error, its offsets -1.
+	Err error
 }
 
 const (
@@ -52,14 +75,9 @@ func newConn(pc *protocol.Conn, clientID string, fetchVersion int16, cfg Config)
 		ReplicaID:      -1,
 		MaxWaitTime:    int32(cfg.MaxWait.Milliseconds()),
 		MinBytes:       int32(cfg.MinBytes),
-		MaxBytes:       int32(cfg.MaxBytes),
 		IsolationLevel: isolationReadCommitted,
 		SessionEpoch:   -1, // session 0, epoch -1: a full fetch, no fetch session (KIP-227)
-		Topics: []fetch.RequestTopic{{Partitions: []fetch.RequestPartition{{
-			CurrentLeaderEpoch: -1,
-			LogStartOffset:     -1,
-			PartitionMaxBytes:  cfg.partitionMaxBytes(),
-		}}}},
+		Topics:         []fetch.RequestTopic{{}},
 	}
 	return c
 }
@@ -70,35 +88,81 @@ func (c *Conn) Close() error { return c.pc.Close() }
 // Fetch sends one fetch for topic/partition at offset and fills res (reset
 // first) with the answer. Errors are as Fetcher.Fetch's, and a partition
 // the broker does not lead returns kafka.NotLeaderForPartition (dial the
-// leader again).
+// leader again). Keys and values alias res and hold until the next fetch
+// into it.
 func (c *Conn) Fetch(ctx context.Context, topic string, partition int, offset int64, res *Result) error {
-	res.reset(offset)
-	if c.broken != nil {
-		return fmt.Errorf("fetch %s/%d at %d: connection unusable after %w", topic, partition, offset, c.broken)
-	}
-	if err := c.roundTrip(ctx, topic, partition, offset, res); err != nil {
-		c.broken = err
+	c.one[0] = Part{Partition: partition, Offset: offset, Res: res}
+	defer func() { c.one[0] = Part{} }()
+	if err := c.fetch(ctx, topic, c.one[:], &res.raw); err != nil {
 		return fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
 	}
-	perr, err := res.parseFetch(c.fetchVersion, topic, partition, offset)
-	if err != nil {
-		// The answer was read whole, so the connection stays usable.
-		res.reset(offset)
-		return fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, err)
-	}
-	if perr == 0 {
-		return nil
-	}
-	if perr == kafka.OffsetOutOfRange && (res.LogStartOffset < 0 || res.LastStableOffset < 0) {
-		if err := c.bounds(ctx, topic, partition, res); err != nil {
-			return fmt.Errorf("fetch %s/%d at %d: %w (log bounds unknown: %w)", topic, partition, offset, perr, err)
-		}
-	}
-	return fmt.Errorf("fetch %s/%d at %d: %w", topic, partition, offset, perr)
+	return c.one[0].Err
 }
 
-// roundTrip writes the request and reads the answer's body into res.raw.
-func (c *Conn) roundTrip(ctx context.Context, topic string, partition int, offset int64, res *Result) error {
+// FetchMany sends one fetch for the given partitions of topic, each at its
+// Offset, and fills each Part's Res and Err as Fetch would for that
+// partition alone. It returns an error only when the request as a whole
+// failed — connection, timeout (the Conn is then done), an answer whose
+// framing does not decode (it stays usable) — leaving every Res empty; an
+// error of the whole answer (v7+) is every Part's Err. Keys and values
+// alias the Conn's answer buffer (or a Res's decompressed batches) and
+// hold until the next fetch on the Conn.
+//
+// The answer is bounded by MaxBytes, and by PartitionMaxBytes per
+// partition, so it holds at most what as many single fetches would. A
+// broker fills the answer in the request's order, so a caller whose
+// answers reach MaxBytes rotates the order between fetches (as the Java
+// consumer does) for every partition to get its turn.
+func (c *Conn) FetchMany(ctx context.Context, topic string, parts []Part) error {
+	if err := c.fetch(ctx, topic, parts, &c.raw); err != nil {
+		return fmt.Errorf("fetch %s (%d partitions): %w", topic, len(parts), err)
+	}
+	return nil
+}
+
+// fetch sends the request for parts, reading the answer into *raw.
+func (c *Conn) fetch(ctx context.Context, topic string, parts []Part, raw *[]byte) error {
+	for i := range parts {
+		parts[i].Res.reset(parts[i].Offset)
+		parts[i].Err = nil
+	}
+	if c.broken != nil {
+		return fmt.Errorf("connection unusable after %w", c.broken)
+	}
+	if err := c.roundTrip(ctx, topic, parts, raw); err != nil {
+		c.broken = err
+		return err
+	}
+	if err := parseFetch(c.fetchVersion, *raw, topic, parts); err != nil {
+		// The answer was read whole, so the connection stays usable.
+		for i := range parts {
+			parts[i].Res.reset(parts[i].Offset)
+		}
+		return err
+	}
+	for i := range parts {
+		p := &parts[i]
+		if p.Err == errLeftOut && len(parts) > 1 {
+			// kfake stops listing partitions once the answer is full;
+			// the partition had no turn in this one.
+			p.Err = nil
+		}
+		if p.Err == nil {
+			continue
+		}
+		if errors.Is(p.Err, kafka.OffsetOutOfRange) && (p.Res.LogStartOffset < 0 || p.Res.LastStableOffset < 0) {
+			if err := c.bounds(ctx, topic, p.Partition, p.Res); err != nil {
+				p.Err = fmt.Errorf("%w (log bounds unknown: %w)", p.Err, err)
+			}
+		}
+		p.Err = fmt.Errorf("fetch %s/%d at %d: %w", topic, p.Partition, p.Offset, p.Err)
+	}
+	return nil
+}
+
+// roundTrip writes the request for parts and reads the answer's body into
+// *raw.
+func (c *Conn) roundTrip(ctx context.Context, topic string, parts []Part, raw *[]byte) error {
 	deadline := time.Now().Add(c.cfg.MaxWait + c.cfg.Grace)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
@@ -114,8 +178,7 @@ func (c *Conn) roundTrip(ctx context.Context, topic string, partition int, offse
 	}()
 
 	c.corr++
-	t, p := &c.req.Topics[0], &c.req.Topics[0].Partitions[0]
-	t.Topic, p.Partition, p.FetchOffset = topic, int32(partition), offset
+	c.request(topic, parts)
 	if err := protocol.WriteRequest(c.pc, c.fetchVersion, c.corr, c.clientID, &c.req); err != nil {
 		return ctxErr(ctx, err)
 	}
@@ -130,14 +193,38 @@ func (c *Conn) roundTrip(ctx context.Context, topic string, partition int, offse
 	if size < 0 || size > maxAnswer(c.cfg) {
 		return fmt.Errorf("answer of %d bytes", size)
 	}
-	if cap(res.raw) < size {
-		res.raw = make([]byte, size, max(size, 2*cap(res.raw)))
+	if cap(*raw) < size {
+		*raw = make([]byte, size, max(size, 2*cap(*raw)))
 	}
-	res.raw = res.raw[:size]
-	if _, err := io.ReadFull(c.pc, res.raw); err != nil {
+	*raw = (*raw)[:size]
+	if _, err := io.ReadFull(c.pc, *raw); err != nil {
 		return ctxErr(ctx, err)
 	}
 	return nil
+}
+
+// request fills c.req for parts, reusing its partition list.
+func (c *Conn) request(topic string, parts []Part) {
+	per := c.cfg.partitionMaxBytes()
+	// Each partition's share is bounded by per already; MaxBytes stays
+	// whole, as kfake sends the partition that fills the answer without
+	// its aborted transactions.
+	c.req.MaxBytes = int32(c.cfg.MaxBytes)
+	t := &c.req.Topics[0]
+	t.Topic = topic
+	if cap(t.Partitions) < len(parts) {
+		t.Partitions = make([]fetch.RequestPartition, len(parts))
+	}
+	t.Partitions = t.Partitions[:len(parts)]
+	for i := range parts {
+		t.Partitions[i] = fetch.RequestPartition{
+			Partition:          int32(parts[i].Partition),
+			CurrentLeaderEpoch: -1,
+			FetchOffset:        parts[i].Offset,
+			LogStartOffset:     -1,
+			PartitionMaxBytes:  per,
+		}
+	}
 }
 
 // maxAnswer bounds the answer a Conn reads: MaxBytes may be exceeded by a

@@ -40,6 +40,32 @@ func DialLeader(ctx context.Context, d *kafka.Dialer, brokers []string, topic st
 	return Dial(ctx, d, net.JoinHostPort(leader.Host, strconv.Itoa(leader.Port)), cfg)
 }
 
+// Leaders returns the address (host:port) of the leader of every partition
+// of topic, asking the brokers in turn (one fresh metadata request, as
+// DialLeader's). A partition without a leader just now is left out.
+func Leaders(ctx context.Context, d *kafka.Dialer, brokers []string, topic string) (map[int]string, error) {
+	if len(brokers) == 0 {
+		return nil, errors.New("kfetch: no brokers to ask for the leaders")
+	}
+	var parts []kafka.Partition
+	var err error
+	for _, b := range brokers {
+		if parts, err = d.LookupPartitions(ctx, "tcp", b, topic); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up the leaders of %s: %w", topic, err)
+	}
+	out := make(map[int]string, len(parts))
+	for _, p := range parts {
+		if p.Topic == topic && p.Leader.Host != "" {
+			out[p.ID] = net.JoinHostPort(p.Leader.Host, strconv.Itoa(p.Leader.Port))
+		}
+	}
+	return out, nil
+}
+
 // Dial opens a Conn to the broker at addr (host:port): TCP (d.DialFunc when
 // set), TLS when d.TLS is set, API version negotiation, then SASL when
 // d.SASLMechanism is set.

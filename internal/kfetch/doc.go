@@ -1,4 +1,7 @@
-// Package kfetch reads one Kafka partition with read_committed semantics.
+// Package kfetch reads Kafka partitions with read_committed semantics: one
+// partition per request (Fetcher, Conn.Fetch), or every partition of a
+// topic one broker leads in one request (Conn.FetchMany), each decoded into
+// its own Result.
 //
 // kafka-go's Conn.ReadBatchWith (and its Reader) drop two things a
 // transactional topic needs: a record batch's control flag and the fetch
@@ -44,9 +47,12 @@
 //     MetadataTTL, 6 s by default, at a random point within it), never on
 //     NotLeaderForPartition: until then fetches go to the old leader.
 //
-// Conn dials the partition's leader itself (TLS and SASL from a
-// kafka.Dialer), writes the same fetch.Request with kafka-go's encoder, and
-// decodes the answer from the bytes read off the socket (wire.go): keys and
+// Conn dials a broker itself (TLS and SASL from a kafka.Dialer; DialLeader
+// finds a partition's leader, Leaders every partition's), writes the same
+// fetch.Request with kafka-go's encoder — for one partition or for
+// several — and decodes the answer from the bytes read off the socket
+// (wire.go), each partition's section into its own Result, a partition's
+// error (NotLeaderForPartition, OffsetOutOfRange, …) its own: keys and
 // values alias the answer (no copy), a LogAppendTime record gets the
 // append time, NextOffset uses lastOffsetDelta, the heap held is the
 // answer plus its decompressed batches, and a moved leader is found by

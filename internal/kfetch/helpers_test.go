@@ -118,10 +118,16 @@ func copyRecords(dst []got, rs []Record) []got {
 // Result.
 func readToStable(t *testing.T, f fetcher, topic string, offset int64) ([]got, *Result) {
 	t.Helper()
+	return readPartition(t, f, topic, 0, offset)
+}
+
+// readPartition is readToStable for any partition.
+func readPartition(t *testing.T, f fetcher, topic string, partition int, offset int64) ([]got, *Result) {
+	t.Helper()
 	var out []got
 	res := new(Result)
 	for range 10_000 {
-		if err := f.Fetch(context.Background(), topic, 0, offset, res); err != nil {
+		if err := f.Fetch(context.Background(), topic, partition, offset, res); err != nil {
 			t.Fatalf("fetch at %d: %v", offset, err)
 		}
 		for _, r := range res.Records {

@@ -114,10 +114,9 @@ var decoders = map[string]decoder{
 		t.Helper()
 		res := new(Result)
 		res.reset(offset)
-		res.raw = fetchAnswerV11("t", 0, a)
-		code, err := res.parseFetch(11, "t", 0, offset)
-		if err != nil || code != 0 {
-			t.Fatalf("parse: %v, partition error %v", err, code)
+		parts := []Part{{Partition: 0, Offset: offset, Res: res}}
+		if err := parseFetch(11, fetchAnswerV11("t", 0, a), "t", parts); err != nil || parts[0].Err != nil {
+			t.Fatalf("parse: %v, partition error %v", err, parts[0].Err)
 		}
 		return res
 	},
@@ -126,6 +125,19 @@ var decoders = map[string]decoder{
 // fetchAnswerV11 is the body of a Fetch v11 answer (after the correlation
 // ID) for one partition.
 func fetchAnswerV11(topic string, partition int32, a answer) []byte {
+	return fetchAnswerV11Parts(topic, partAnswer{partition: partition, answer: a})
+}
+
+// partAnswer is one partition's section of a multi-partition answer.
+type partAnswer struct {
+	partition int32
+	code      int16 // partition error
+	answer
+}
+
+// fetchAnswerV11Parts is the body of a Fetch v11 answer for several
+// partitions of topic, in the order given.
+func fetchAnswerV11Parts(topic string, parts ...partAnswer) []byte {
 	be := binary.BigEndian
 	b := be.AppendUint32(nil, 0) // throttle
 	b = be.AppendUint16(b, 0)    // error code
@@ -133,19 +145,22 @@ func fetchAnswerV11(topic string, partition int32, a answer) []byte {
 	b = be.AppendUint32(b, 1)    // topics
 	b = be.AppendUint16(b, uint16(len(topic)))
 	b = append(b, topic...)
-	b = be.AppendUint32(b, 1) // partitions
-	b = be.AppendUint32(b, uint32(partition))
-	b = be.AppendUint16(b, 0)    // error code
-	b = be.AppendUint64(b, 1000) // high-water mark
-	b = be.AppendUint64(b, 1000) // last stable offset
-	b = be.AppendUint64(b, 0)    // log start
-	b = be.AppendUint32(b, uint32(len(a.aborted)))
-	for _, t := range a.aborted {
-		b = be.AppendUint64(b, uint64(t.ProducerID))
-		b = be.AppendUint64(b, uint64(t.FirstOffset))
+	b = be.AppendUint32(b, uint32(len(parts)))
+	for _, p := range parts {
+		b = be.AppendUint32(b, uint32(p.partition))
+		b = be.AppendUint16(b, uint16(p.code))
+		b = be.AppendUint64(b, 1000) // high-water mark
+		b = be.AppendUint64(b, 1000) // last stable offset
+		b = be.AppendUint64(b, 0)    // log start
+		b = be.AppendUint32(b, uint32(len(p.aborted)))
+		for _, t := range p.aborted {
+			b = be.AppendUint64(b, uint64(t.ProducerID))
+			b = be.AppendUint64(b, uint64(t.FirstOffset))
+		}
+		b = be.AppendUint32(b, 0xffffffff) // preferred read replica: -1
+		set := p.recordSet()
+		b = be.AppendUint32(b, uint32(len(set)))
+		b = append(b, set...)
 	}
-	b = be.AppendUint32(b, 0xffffffff) // preferred read replica: -1
-	set := a.recordSet()
-	b = be.AppendUint32(b, uint32(len(set)))
-	return append(b, set...)
+	return b
 }

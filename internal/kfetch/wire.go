@@ -91,20 +91,35 @@ func (w *wire) varBytes() []byte {
 	return w.take(int(n))
 }
 
-// parseFetch reads the Fetch answer (v4–v11, non-flexible) in r.raw,
-// taking the partition's offsets, aborted transactions and records. A
-// partition error is returned, not decoded further.
-func (r *Result) parseFetch(version int16, topic string, partition int, offset int64) (kafka.Error, error) {
-	w := wire{b: r.raw}
+// errLeftOut is a partition's error when the answer does not mention it.
+var errLeftOut = errors.New("the answer leaves the partition out")
+
+// parseFetch reads the Fetch answer raw (v4–v11, non-flexible) to a
+// request for parts of topic: each partition's offsets, aborted
+// transactions and records go to its Part's Res, and its partition error,
+// or the failure to decode its records, to its Part's Err (a partition
+// error is not decoded further). An answer whose framing does not decode
+// is an error of the whole.
+func parseFetch(version int16, raw []byte, topic string, parts []Part) error {
+	w := wire{b: raw}
+	var throttle time.Duration
 	if version >= 1 {
-		r.Throttle = time.Duration(w.i32()) * time.Millisecond
+		throttle = time.Duration(w.i32()) * time.Millisecond
+	}
+	for i := range parts {
+		parts[i].Res.Throttle = throttle
+		parts[i].Err = errLeftOut
 	}
 	if version >= 7 {
 		if code := w.i16(); code != 0 {
-			return 0, kafka.Error(code)
+			for i := range parts {
+				parts[i].Err = kafka.Error(code)
+			}
+			return w.err
 		}
 		w.i32() // session ID
 	}
+	at := 0 // where the next partition is looked for first: brokers answer in the request's order
 	for range w.array() {
 		name := w.str()
 		for range w.array() {
@@ -114,11 +129,16 @@ func (r *Result) parseFetch(version int16, topic string, partition int, offset i
 			if version >= 5 {
 				logStart = w.i64()
 			}
-			ours := string(name) == topic && p == int32(partition)
+			var part *Part
+			if string(name) == topic {
+				if k := findPart(parts, at, p); k >= 0 && parts[k].Err == errLeftOut {
+					part, at = &parts[k], k+1
+				}
+			}
 			for range w.array() {
 				pid, first := w.i64(), w.i64()
-				if ours {
-					r.aborted.add(pid, first)
+				if part != nil {
+					part.Res.aborted.add(pid, first)
 				}
 			}
 			if version >= 11 {
@@ -126,23 +146,45 @@ func (r *Result) parseFetch(version int16, topic string, partition int, offset i
 			}
 			records := w.take(w.array())
 			if w.err != nil {
-				return 0, w.err
+				return w.err
 			}
-			if !ours {
-				continue
+			if part != nil {
+				part.Err = part.take(code, hwm, lso, logStart, records)
 			}
-			r.HighWatermark, r.LastStableOffset, r.LogStartOffset = hwm, lso, logStart
-			if code != 0 {
-				return kafka.Error(code), nil
-			}
-			r.aborted.sort()
-			return 0, r.parseBatches(records, offset)
 		}
 	}
-	if w.err != nil {
-		return 0, w.err
+	return w.err
+}
+
+// findPart returns the index of partition p in parts, looking at index at
+// first; -1 if it is not there.
+func findPart(parts []Part, at int, p int32) int {
+	if at < len(parts) && parts[at].Partition == int(p) {
+		return at
 	}
-	return 0, errors.New("the answer leaves the partition out")
+	for k := range parts {
+		if parts[k].Partition == int(p) {
+			return k
+		}
+	}
+	return -1
+}
+
+// take fills the Part's Res from its section of the answer and returns its
+// error: the broker's partition error, or records that do not decode (Res
+// then empty).
+func (pt *Part) take(code int16, hwm, lso, logStart int64, records []byte) error {
+	r := pt.Res
+	r.HighWatermark, r.LastStableOffset, r.LogStartOffset = hwm, lso, logStart
+	if code != 0 {
+		return kafka.Error(code)
+	}
+	r.aborted.sort()
+	if err := r.parseBatches(records, pt.Offset); err != nil {
+		r.reset(pt.Offset)
+		return err
+	}
+	return nil
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

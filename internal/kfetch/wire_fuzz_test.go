@@ -9,36 +9,62 @@ import (
 )
 
 // Any answer decodes to records or an error, never a panic, and never
-// records below the fetched offset or a NextOffset behind it.
+// records below a partition's fetched offset or a NextOffset behind it —
+// whether it answers for one partition or for several, in the request's
+// order or not, some with errors.
 func FuzzParseFetch(f *testing.F) {
-	for _, a := range []answer{
-		{batches: []rawBatch{{records: plainRecords(0, 1, 2)}}},
-		{
-			aborted: []fetch.ResponseTransaction{{ProducerID: 7, FirstOffset: 0}},
-			batches: []rawBatch{
-				{attrs: attrTransactional, producerID: 7, records: plainRecords(0)},
-				{base: 1, attrs: attrTransactional | attrControl, producerID: 7, records: []rawRecord{marker(0)}},
-				{base: 2, attrs: attrLogAppendTime, maxTS: 5, records: plainRecords(0, 2)},
-			},
+	plain := answer{batches: []rawBatch{{records: plainRecords(0, 1, 2)}}}
+	txns := answer{
+		aborted: []fetch.ResponseTransaction{{ProducerID: 7, FirstOffset: 0}},
+		batches: []rawBatch{
+			{attrs: attrTransactional, producerID: 7, records: plainRecords(0)},
+			{base: 1, attrs: attrTransactional | attrControl, producerID: 7, records: []rawRecord{marker(0)}},
+			{base: 2, attrs: attrLogAppendTime, maxTS: 5, records: plainRecords(0, 2)},
 		},
+	}
+	otherTxns := answer{
+		aborted: []fetch.ResponseTransaction{{ProducerID: 8, FirstOffset: 1}},
+		batches: []rawBatch{
+			{records: plainRecords(0)},
+			{base: 1, attrs: attrTransactional, producerID: 8, records: plainRecords(0, 1)},
+			{base: 3, attrs: attrTransactional | attrControl, producerID: 8, records: []rawRecord{marker(0)}},
+		},
+	}
+	for _, raw := range [][]byte{
+		fetchAnswerV11("t", 0, plain),
+		fetchAnswerV11("t", 0, txns),
+		fetchAnswerV11Parts("t",
+			partAnswer{partition: 0, answer: txns},
+			partAnswer{partition: 1, code: 6}, // NotLeaderForPartition
+			partAnswer{partition: 2, answer: otherTxns}),
+		fetchAnswerV11Parts("t", // out of the request's order, one left out
+			partAnswer{partition: 2, answer: plain},
+			partAnswer{partition: 0, answer: otherTxns}),
 	} {
-		f.Add(fetchAnswerV11("t", 0, a), int64(0))
-		f.Add(fetchAnswerV11("t", 0, a), int64(1))
+		f.Add(raw, int64(0))
+		f.Add(raw, int64(1))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, offset int64) {
-		res := new(Result)
-		res.reset(offset)
-		res.raw = raw
-		if _, err := res.parseFetch(11, "t", 0, offset); err != nil {
+		parts := make([]Part, 3)
+		for i := range parts {
+			parts[i] = Part{Partition: i, Offset: offset + int64(i), Res: new(Result)}
+			parts[i].Res.reset(parts[i].Offset)
+		}
+		if err := parseFetch(11, raw, "t", parts); err != nil {
 			return
 		}
-		for _, r := range res.Records {
-			if r.Offset < offset {
-				t.Fatalf("record at %d from a fetch at %d", r.Offset, offset)
+		for _, p := range parts {
+			if p.Err != nil {
+				continue
 			}
-		}
-		if res.NextOffset < offset {
-			t.Fatalf("NextOffset %d behind %d", res.NextOffset, offset)
+			for _, r := range p.Res.Records {
+				if r.Offset < p.Offset {
+					t.Fatalf("partition %d: record at %d from a fetch at %d", p.Partition, r.Offset, p.Offset)
+				}
+			}
+			if p.Res.NextOffset < p.Offset {
+				t.Fatalf("partition %d: NextOffset %d behind %d", p.Partition, p.Res.NextOffset, p.Offset)
+			}
 		}
 	})
 }

@@ -168,7 +168,7 @@ func (m *Metrics) newCounters(r *prometheus.Registry) {
 		{&m.Coalesced, "flatline_resets_coalesced_total", "Heartbeats whose Redis write was skipped by ingest.coalesce_window."},
 		{&m.DeadLettered, "flatline_dead_lettered_total", "Invalid heartbeats copied to the dead-letter topic."},
 		{&m.IngestErrors, "flatline_ingest_errors_total", "Ingest batches that failed and were retried."},
-		{&m.FetchErrors, "flatline_fetch_errors_total", "Fetches of the signals topic that failed; the partition's connection is reopened after a backoff."},
+		{&m.FetchErrors, "flatline_fetch_errors_total", "Fetches of the signals topic that failed, whole or for one partition (and leader look-ups that failed): a broker's connection is reopened, or the partition routed to its leader again, after a backoff."},
 		{&m.TimeoutsPublished, "flatline_timeouts_published_total", "Timeout events acknowledged by Kafka."},
 		{&m.RecoveredPublished, "flatline_recoveries_published_total", "Recovered events acknowledged by Kafka."},
 		{&m.UnreachablePublished, "flatline_unreachable_total", "Unreachable events (a device silent while its parent is down) acknowledged by Kafka; flatline_timeouts_published_total counts them too."},

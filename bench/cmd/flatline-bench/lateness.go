@@ -21,9 +21,12 @@ type LatenessResult struct {
 	BackgroundRate     int     `json:"background_resets_per_second_target"`
 	BackgroundSent     float64 `json:"background_sent_per_second"`
 	BackgroundIngested float64 `json:"background_ingested_per_second"`
-	Probes             int     `json:"probes"`
-	SpreadSeconds      float64 `json:"spread_seconds"`
-	Received           int     `json:"received"`
+	// FetchAnswers is how many fetch answers that brought records flatline
+	// read a second over the window (flatline_ingest_fetch_seconds_count).
+	FetchAnswers  float64 `json:"fetch_answers_with_records_per_second"`
+	Probes        int     `json:"probes"`
+	SpreadSeconds float64 `json:"spread_seconds"`
+	Received      int     `json:"received"`
 	// Arrivals are the probes' timeouts at the test consumer.
 	Arrivals
 	// FlatlineAckP99 is flatline's own histogram (deadline → Kafka ack)
@@ -85,6 +88,7 @@ type LatenessRun struct {
 	WatermarkLagP99 float64 `json:"watermark_lag_p99_ms"`
 	BrokerRTTP99    float64 `json:"broker_rtt_p99_ms"`
 	Stages          Stages  `json:"ingest_stage_p99_bucket_ms"`
+	FetchAnswers    float64 `json:"fetch_answers_with_records_per_second"`
 	// StealShare is the hypervisor's steal over the run's window, a share
 	// of the machine's core time; OthersCores the machine's other
 	// processes' CPU seconds a second (cpuMeter.Split).
@@ -100,7 +104,7 @@ func medianLateness(runs []*LatenessResult) *LatenessResult {
 	var all []LatenessRun
 	for _, r := range runs {
 		all = append(all, LatenessRun{Received: r.Received, P99Ms: r.Lateness.P99, MaxMs: r.Lateness.Max,
-			WatermarkLagP99: r.WatermarkLag.P99, BrokerRTTP99: r.BrokerRTT.P99, Stages: r.Stages,
+			WatermarkLagP99: r.WatermarkLag.P99, BrokerRTTP99: r.BrokerRTT.P99, Stages: r.Stages, FetchAnswers: r.FetchAnswers,
 			StealShare: stealShare(r.CPUSplit), OthersCores: r.CPUSplit["others"] / max(r.CPUSplit["wall"], 1e-9)})
 	}
 	med.Runs = all
@@ -246,6 +250,7 @@ func runLateness(ctx context.Context, o *options, rate int) (*LatenessResult, er
 		bound, _ := histQuantile(m0, m1, "flatline_detection_lateness_seconds", 0.99)
 		res.FlatlineAckP99Ms = bound * 1e3
 		res.Stages = stagesBetween(m0, m1)
+		res.FetchAnswers = (sumMetric(m1, "flatline_ingest_fetch_seconds") - sumMetric(m0, "flatline_ingest_fetch_seconds")) / elapsed
 		res.WatermarkLagMs = sumMetric(m1, "flatline_watermark_lag_seconds") * 1e3
 	}
 	res.BackgroundSent = float64(prod.sent.Load()-sent0) / elapsed
