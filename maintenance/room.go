@@ -71,7 +71,9 @@ func (r *Room) Load(ctx context.Context) error {
 		return err
 	}
 	r.idx.Store(NewIndex(ws, r.opts.Now().UnixMilli()))
-	r.version.Store(v)
+	if old := r.version.Swap(v); old != v {
+		r.opts.Log.Info("maintenance windows loaded", "windows", len(ws), "version", v)
+	}
 	return nil
 }
 

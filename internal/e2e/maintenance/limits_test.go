@@ -48,6 +48,11 @@ func TestTenThousandOpenWindowsHoldAndTheLimitsAreRefused(t *testing.T) {
 		}
 	}
 
+	// The running instance has the last window before its devices fall
+	// silent (it reloads within its poll once the version moved).
+	e2etest.Eventually(t, 30*time.Second, "the instance loading all the windows", func() bool {
+		return inst.Log.Count(fmt.Sprintf("windows=%d ", maintenance.MaxOpen)) > 0
+	})
 	kept, lost := &device{id: "kept-1"}, &device{id: "lost-1"}
 	b := beatTracked(t, e, inst, []*device{kept, lost})
 	b.set(func() { kept.silentFrom, lost.silentFrom = time.Now(), time.Now() })
