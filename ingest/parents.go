@@ -17,14 +17,19 @@ import (
 // thousands of ids costs about two cache misses and a string compare, and
 // the table holds no pointer for the collector to scan. A device is told
 // by its whole 64-bit hash: two devices of one fleet sharing one is as
-// unlikely as a lost write. A full bucket forgets its oldest entry: a
-// forgotten child writes its parent once more.
+// unlikely as a lost write. The table doubles before it is half full: hashes
+// fall into buckets unevenly (a Poisson spread), and a bucket of four ways
+// at three devices a bucket on average overflowed for a third of a 200,000
+// device fleet, which then wrote its parents with every batch. A full
+// bucket forgets one entry, picked by the newcomer's hash rather than the
+// oldest, so devices taking turns in an overfull bucket do not push each
+// other out every time; a forgotten child writes its parent once more.
 //
 // Why it is safe. Only writes Redis acknowledged are remembered (finish
 // runs after Store.Write succeeded); a batch that names a parent not yet
 // remembered writes it, so a lost memory costs a write, never a parent.
-// A batch with parent changes is ordered (processor.ordered): an HSET and
-// an HDEL of one device do not commute. A rebalance or a restart starts
+// Two batches giving one device different parents are written in order
+// (kinConflict): an HSET and an HDEL of one device do not commute. A rebalance or a restart starts
 // with an empty memory (one per generation), so a parent another owner
 // changed meanwhile is written again. A tombstone forgets the device: its
 // deregistration deletes the parent in Redis too.
@@ -32,18 +37,24 @@ type parentMemo struct {
 	mu      sync.Mutex
 	buckets []memoBucket // a power of two of them; none until a parent is recorded
 	n       int          // entries
+	touched uint64       // what changes read ahead, kept so it is not optimised away
 }
 
-// memoBucket is one cache line: four devices' hashes and their parents'.
+// memoBucket is two cache lines: eight devices' hashes and their parents',
+// filled from the front, so most look-ups read the first line alone.
 // A device hash of 0 marks an empty slot (a device hashing to 0 is just
 // never remembered).
 type memoBucket [memoWays]struct{ dev, parent uint64 }
 
 const (
-	memoWays = 4
-	// The table starts at minMemoBuckets and doubles while it holds more
-	// than 3 entries a bucket, up to maxMemoBuckets (64 MiB, 4 M children).
-	minMemoBuckets = 1 << 12
+	memoWayBits = 3
+	memoWays    = 1 << memoWayBits
+	// The table starts at minMemoBuckets and doubles once it holds
+	// memoLoad entries a bucket, up to maxMemoBuckets (128 MiB, 3 M
+	// children at memoLoad, 8 M full). At memoLoad a bucket is full for
+	// about 0.4 % of devices.
+	memoLoad       = 3
+	minMemoBuckets = 1 << 11
 	maxMemoBuckets = 1 << 20
 )
 
@@ -73,7 +84,7 @@ func (pm *parentMemo) put(h, ph uint64) {
 	if h == 0 {
 		return
 	}
-	if len(pm.buckets) == 0 || (pm.n > 3*len(pm.buckets) && len(pm.buckets) < maxMemoBuckets) {
+	if len(pm.buckets) == 0 || (pm.n >= memoLoad*len(pm.buckets) && len(pm.buckets) < maxMemoBuckets) {
 		pm.grow()
 	}
 	b := pm.bucket(h)
@@ -86,9 +97,10 @@ func (pm *parentMemo) put(h, ph uint64) {
 			return
 		}
 	}
-	// Full: the oldest goes, the others move up.
-	copy(b[:], b[1:])
-	b[memoWays-1].dev, b[memoWays-1].parent = h, ph
+	// Full: the way the newcomer's high bits name goes (the low bits
+	// picked the bucket).
+	w := h >> (64 - memoWayBits)
+	b[w].dev, b[w].parent = h, ph
 }
 
 // grow doubles the table (or makes the first one), keeping its entries.
@@ -128,20 +140,33 @@ type kinChange struct {
 }
 
 // changes appends to out the entries whose parent differs from the one
-// remembered.
+// remembered. The batch's buckets are touched first, so that their cache
+// misses overlap instead of coming one per look-up in turn (as in
+// coalescer.filter).
 func (pm *parentMemo) changes(entries []entry, out []kinChange) []kinChange {
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
+	if len(pm.buckets) > 0 {
+		var touched uint64
+		for k := range entries {
+			touched += pm.bucket(entries[k].h)[0].dev
+		}
+		pm.touched = touched
+	}
+	var last string
+	var lastHash uint64
 	for k := range entries {
 		e := &entries[k]
 		if !e.hasParent || e.tomb {
 			continue
 		}
-		h, ph := shard.Hash(e.id), shard.Hash(e.parent)
-		if cur, ok := pm.parentOf(h); ok && cur == ph && !e.reregister {
+		if e.parent != last || lastHash == 0 { // children of one gateway come together
+			last, lastHash = e.parent, shard.Hash(e.parent)
+		}
+		if cur, ok := pm.parentOf(e.h); ok && cur == lastHash && !e.reregister {
 			continue
 		}
-		out = append(out, kinChange{id: e.id, parent: e.parent, h: h, ph: ph})
+		out = append(out, kinChange{id: e.id, parent: e.parent, h: e.h, ph: lastHash})
 	}
 	return out
 }

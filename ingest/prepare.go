@@ -14,6 +14,7 @@ import (
 // entry is the newest state of one device within a batch.
 type entry struct {
 	id       string
+	h        uint64 // shard.Hash(id), for routing and the parent memory
 	tomb     bool
 	score    float64
 	override int64
@@ -175,11 +176,13 @@ func (p *processor) put(e entry) {
 	e.beats = 1
 	k, ok := p.latest[e.id]
 	if !ok {
+		e.h = shard.Hash(e.id)
 		p.latest[e.id] = len(p.entries)
 		p.entries = append(p.entries, e)
 		return
 	}
 	cur := &p.entries[k]
+	e.h = cur.h
 	e.beats += cur.beats
 	if !e.hasParent && !e.tomb && !cur.tomb {
 		// The latest parent named stands, whichever deadline wins.

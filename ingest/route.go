@@ -10,11 +10,9 @@ import (
 // ordered reports whether the batch must reach Redis after the batch before
 // it and before the batch after it: its tombstones and override timeouts
 // are not commutative (a ZADD GT is: the later deadline wins whichever
-// write lands first).
+// write lands first). Parent changes are, unless two batches give one
+// device different parents (kinConflict).
 func (p *processor) ordered() bool {
-	if len(p.kin) > 0 {
-		return true
-	}
 	for k := range p.entries {
 		if e := &p.entries[k]; e.tomb || e.reregister || e.override > 0 {
 			return true
@@ -31,7 +29,7 @@ func (p *processor) route(l shard.Layout) int {
 	writes := 0
 	for k := range p.entries {
 		e := &p.entries[k]
-		h := shard.Hash(e.id)
+		h := e.h
 		i := l.ShardOf(h)
 		if e.tomb {
 			b.Forget(i, e.id)

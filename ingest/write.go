@@ -20,6 +20,7 @@ func (in *Ingest) writer(ctx context.Context, commits *pendingMax, raises *raise
 		in.followWrites(ctx, queue, commits, raises, pos, free)
 	}()
 	var last *writing
+	lastKin := make(map[uint64]uint64) // the parent changes last sets
 	defer func() {
 		close(queue)
 		<-finished
@@ -37,7 +38,12 @@ func (in *Ingest) writer(ctx context.Context, commits *pendingMax, raises *raise
 			return
 		}
 		w := &writing{p: p, done: make(chan struct{}), ordered: p.ordered()}
-		if last != nil && (w.ordered || last.ordered) {
+		conflict := last != nil && kinConflict(lastKin, p.kin)
+		clear(lastKin)
+		for _, c := range p.kin {
+			lastKin[c.h] = c.ph
+		}
+		if last != nil && (w.ordered || last.ordered || conflict) {
 			select {
 			case <-last.done:
 			case <-ctx.Done():
@@ -63,6 +69,23 @@ func (in *Ingest) writer(ctx context.Context, commits *pendingMax, raises *raise
 		}()
 		last = w
 	}
+}
+
+// kinConflict reports whether parent changes cs give a device another
+// parent than set does (device hash → parent hash, "" for none): an HSET
+// and an HSET or HDEL of one field with other values do not commute. The
+// same parent set twice does: a batch names again, before the batch
+// ahead of it is acknowledged, what that batch writes.
+func kinConflict(set map[uint64]uint64, cs []kinChange) bool {
+	if len(set) == 0 {
+		return false
+	}
+	for _, c := range cs {
+		if ph, ok := set[c.h]; ok && ph != c.ph {
+			return true
+		}
+	}
+	return false
 }
 
 // writesInFlight is how many batches the writer has in Redis at once.
