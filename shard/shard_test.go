@@ -101,6 +101,28 @@ func newStore(t *testing.T) (*shard.Store, context.Context) {
 	return st, testenv.Context(t, 30*time.Second)
 }
 
+// fire fires device id of shard i at score, as a scanner does, and fails
+// the test unless it fired.
+func fire(ctx context.Context, t *testing.T, st *shard.Store, i int, id string, score float64) {
+	t.Helper()
+	if n, _, err := st.Fired(ctx, i, []shard.Member{{ID: id, Score: score}}, 0); err != nil || n != 1 {
+		t.Fatalf("fire %s in shard %d: %d, %v", id, i, n, err)
+	}
+}
+
+// writeAndFire writes device id to shard i at score and fires it: the
+// device is then down in shard i.
+func writeAndFire(ctx context.Context, t *testing.T, st *shard.Store, i int, id string, score float64) {
+	t.Helper()
+	var b shard.Batch
+	b.Reset(i + 1)
+	b.Add(i, id, score, 0)
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	fire(ctx, t, st, i, id, score)
+}
+
 // A late, replayed or out-of-order heartbeat never moves a deadline earlier.
 func TestWriteNeverMovesDeadlineEarlier(t *testing.T) {
 	t.Parallel()
@@ -391,10 +413,7 @@ func TestRecoveryAcrossAMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		prev := shard.Of(shard.Hash(id), 16)
-		if n, _, err := st.Fired(ctx, prev, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
-			t.Fatalf("fire %s in shard %d: %d, %v", id, prev, n, err)
-		}
+		fire(ctx, t, st, shard.Of(shard.Hash(id), 16), id, old)
 	}
 
 	write := func(id string, score float64) []shard.Recovered {
@@ -441,15 +460,8 @@ func TestWriteAfterSettlesInBatchOrder(t *testing.T) {
 	t.Parallel()
 	st, ctx := newStore(t)
 	old := shard.Score(shard.Epoch+5000, 0)
+	writeAndFire(ctx, t, st, 0, "d", old)
 	var first, second shard.Batch
-	first.Reset(1)
-	first.Add(0, "d", old, 0)
-	if _, err := st.Write(ctx, &first); err != nil {
-		t.Fatal(err)
-	}
-	if n, _, err := st.Fired(ctx, 0, []shard.Member{{ID: "d", Score: old}}, 0); err != nil || n != 1 {
-		t.Fatalf("fire d: %d, %v", n, err)
-	}
 	first.Reset(1)
 	first.Add(0, "d", shard.Score(shard.Epoch+20000, 0), 0)
 	second.Reset(1)
@@ -510,9 +522,7 @@ func TestReregisterReplacesEarlierState(t *testing.T) {
 	if _, err := st.Write(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	if n, _, err := st.Fired(ctx, 0, []shard.Member{{ID: "gone", Score: shard.Score(shard.Epoch+1000, 0)}}, 0); err != nil || n != 1 {
-		t.Fatalf("fire gone: %d, %v", n, err)
-	}
+	fire(ctx, t, st, 0, "gone", shard.Score(shard.Epoch+1000, 0))
 	soon := shard.Score(shard.Epoch+60_000, 0)
 	b.Reset(1)
 	b.Reregister(0, "d", soon, 0)
@@ -553,24 +563,10 @@ func TestRecoveryFoundInBothDownSetsIsReportedOnce(t *testing.T) {
 	h := shard.Hash(id)
 	prev, home := shard.Of(h, 16), l.ShardOf(h)
 	old := shard.Score(shard.Epoch+5000, 0)
-	var b shard.Batch
-	b.Reset(32)
-	b.Add(prev, id, old, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	if n, _, err := st.Fired(ctx, prev, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
-		t.Fatalf("fire: %d, %v", n, err)
-	}
+	writeAndFire(ctx, t, st, prev, id, old)
 	// The copy half of a move: the entry is in both down sets now.
-	b.Reset(32)
-	b.Add(home, id, old, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	if n, _, err := st.Fired(ctx, home, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
-		t.Fatalf("fire the copy: %d, %v", n, err)
-	}
+	writeAndFire(ctx, t, st, home, id, old)
+	var b shard.Batch
 	b.Reset(32)
 	b.AddMoved(home, prev, id, shard.Score(shard.Epoch+20000, 0), 0)
 	back, err := st.Write(ctx, &b)
