@@ -110,16 +110,25 @@ func fire(ctx context.Context, t *testing.T, st *shard.Store, i int, id string, 
 	}
 }
 
+// write writes devices ids to shard i at score, as one batch of heartbeats
+// without a timeout of their own.
+func write(ctx context.Context, t *testing.T, st *shard.Store, i int, score float64, ids ...string) {
+	t.Helper()
+	var b shard.Batch
+	b.Reset(i + 1)
+	for _, id := range ids {
+		b.Add(i, id, score, 0)
+	}
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // writeAndFire writes device id to shard i at score and fires it: the
 // device is then down in shard i.
 func writeAndFire(ctx context.Context, t *testing.T, st *shard.Store, i int, id string, score float64) {
 	t.Helper()
-	var b shard.Batch
-	b.Reset(i + 1)
-	b.Add(i, id, score, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, i, score, id)
 	fire(ctx, t, st, i, id, score)
 }
 
@@ -163,25 +172,15 @@ func TestWriteNeverMovesDeadlineEarlier(t *testing.T) {
 func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 	t.Parallel()
 	st, ctx := newStore(t)
-	var b shard.Batch
 	old := shard.Score(shard.Epoch+5000, 0)
-	b.Reset(1)
-	b.Add(0, "a", old, 0)
-	b.Add(0, "b", old, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, 0, old, "a", "b")
 	due, err := st.Due(ctx, 0, shard.MaxScore(shard.Epoch+5000), 0, 20)
 	if err != nil || len(due) != 2 {
 		t.Fatalf("due = %v, %v; want a and b", due, err)
 	}
 	// "b" is reset between the scan and the removal.
 	newer := shard.Score(shard.Epoch+9000, 0)
-	b.Reset(1)
-	b.Add(0, "b", newer, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, 0, newer, "b")
 	n, raced, err := st.Fired(ctx, 0, due, 0)
 	if err != nil || n != 1 {
 		t.Fatalf("Fired removed %d (%v), want only a", n, err)
@@ -200,6 +199,7 @@ func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 	}
 	// A replayed heartbeat older than the timeout is no recovery, and does
 	// not bring the fired silence back to fire again ...
+	var b shard.Batch
 	b.Reset(1)
 	b.Add(0, "a", shard.Score(shard.Epoch+4000, 0), 0)
 	back, err := st.Write(ctx, &b)
@@ -232,21 +232,9 @@ func TestFiredRemovesOnlyUnchanged(t *testing.T) {
 	t.Parallel()
 	st, ctx := newStore(t)
 	read := shard.Score(shard.Epoch+5000, 3)
-	var b shard.Batch
-	b.Reset(1)
-	for _, id := range []string{"changed", "same-1", "same-2", "changed-2", "same-3"} {
-		b.Add(0, id, read, 0)
-	}
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, 0, read, "changed", "same-1", "same-2", "changed-2", "same-3")
 	later := shard.Score(shard.Epoch+9000, 3)
-	b.Reset(1)
-	b.Add(0, "changed", later, 0)
-	b.Add(0, "changed-2", later, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, 0, later, "changed", "changed-2")
 	var scanned []shard.Member
 	for _, id := range []string{"changed", "same-1", "gone", "same-2", "changed-2", "same-3"} {
 		scanned = append(scanned, shard.Member{ID: id, Score: read})
