@@ -15,15 +15,6 @@ func testKafkaConfig(brokers []string) kafkaconn.Config {
 	return k
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
-}
-
 func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
 	t.Helper()
 	var m dto.Metric

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -206,7 +207,7 @@ func TestTimeoutsPublished(t *testing.T) {
 	}
 	checkRecords(t, testenv.ReadTopic(t, k.Brokers(), testTopic, testParts), want)
 
-	if got := counterValue(t, m.TimeoutsPublished); got != float64(len(cases)) {
+	if got := testutil.ToFloat64(m.TimeoutsPublished); got != float64(len(cases)) {
 		t.Errorf("TimeoutsPublished = %v, want %d", got, len(cases))
 	}
 	if got := histogramCount(t, m.Lateness); got != uint64(len(cases)) {
@@ -268,10 +269,10 @@ func TestRecoveredPublished(t *testing.T) {
 			t.Errorf("record time %v outside the publish call [%v, %v]", r.Time, before, after)
 		}
 	}
-	if got := counterValue(t, m.RecoveredPublished); got != 3 {
+	if got := testutil.ToFloat64(m.RecoveredPublished); got != 3 {
 		t.Errorf("RecoveredPublished = %v, want 3", got)
 	}
-	if got := counterValue(t, m.TimeoutsPublished); got != 0 {
+	if got := testutil.ToFloat64(m.TimeoutsPublished); got != 0 {
 		t.Errorf("TimeoutsPublished = %v, want 0", got)
 	}
 }
@@ -383,7 +384,7 @@ func TestTimeoutsRetryUntilKafkaRecovers(t *testing.T) {
 			if got := m.PublishErrorsTotal(); got < 3 {
 				t.Errorf("PublishErrors = %v, want at least 3", got)
 			}
-			if got := counterValue(t, m.TimeoutsPublished); got != float64(len(cases)) {
+			if got := testutil.ToFloat64(m.TimeoutsPublished); got != float64(len(cases)) {
 				t.Errorf("TimeoutsPublished = %v, want %d (each event counted once)", got, len(cases))
 			}
 			if got := histogramCount(t, m.Lateness); got != uint64(len(cases)) {

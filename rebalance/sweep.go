@@ -141,7 +141,23 @@ func (s *Sweeper) progress(ctx context.Context, l shard.Layout) (shard.Progress,
 // misplaced (move). done is false when the pass stopped early: the layout
 // moved on (finalized elsewhere), or ctx was cancelled.
 func (s *Sweeper) members(ctx context.Context, sw *sweep) (done bool, err error) {
-	l := sw.layout
+	return s.walk(ctx, sw.layout, s.store.ScanShard, s.pause, func(i int, ms []shard.Member) error {
+		if err := s.move(ctx, sw, i, ms); err != nil {
+			return err
+		}
+		s.report(ctx, sw)
+		return nil
+	})
+}
+
+// walk reads the swept shards of migration l with scan (a ZSCAN step of
+// s.batch members at a time) and hands each step's members to step,
+// resting pause between steps. done is false when it stopped early: the
+// layout moved on, ctx was cancelled, or step or scan failed (err).
+func (s *Sweeper) walk(ctx context.Context, l shard.Layout,
+	scan func(ctx context.Context, i int, cursor uint64, count int64) ([]shard.Member, uint64, error),
+	pause time.Duration, step func(i int, ms []shard.Member) error,
+) (done bool, err error) {
 	from, to := sweptShards(l)
 	for i := from; i < to; i++ {
 		var cursor uint64
@@ -149,19 +165,18 @@ func (s *Sweeper) members(ctx context.Context, sw *sweep) (done bool, err error)
 			if s.watcher.Current().Epoch != l.Epoch {
 				return false, nil
 			}
-			ms, next, err := s.store.ScanShard(ctx, i, cursor, s.batch)
+			ms, next, err := scan(ctx, i, cursor, s.batch)
 			if err != nil {
 				return false, err
 			}
-			if err := s.move(ctx, sw, i, ms); err != nil {
+			if err := step(i, ms); err != nil {
 				return false, err
 			}
-			s.report(ctx, sw)
 			if next == 0 {
 				break
 			}
 			cursor = next
-			if s.pause > 0 && !retry.Sleep(ctx, s.pause) {
+			if pause > 0 && !retry.Sleep(ctx, pause) {
 				return false, nil
 			}
 		}
@@ -245,39 +260,25 @@ func sweptShards(l shard.Layout) (from, to int) {
 // misplaced entries it found.
 func (s *Sweeper) moveDowns(ctx context.Context, l shard.Layout) (int, error) {
 	found := 0
-	from, to := sweptShards(l)
-	for i := from; i < to; i++ {
-		var cursor uint64
-		for {
-			if s.watcher.Current().Epoch != l.Epoch {
-				return found, nil
+	_, err := s.walk(ctx, l, s.store.ScanDown, 0, func(i int, ms []shard.Member) error {
+		byHome := make(map[int][]shard.Member)
+		for _, m := range ms {
+			if home := l.ShardOf(shard.Hash(m.ID)); home != i {
+				byHome[home] = append(byHome[home], m)
+				found++
 			}
-			ms, next, err := s.store.ScanDown(ctx, i, cursor, s.batch)
-			if err != nil {
-				return found, err
-			}
-			byHome := make(map[int][]shard.Member)
-			for _, m := range ms {
-				if home := l.ShardOf(shard.Hash(m.ID)); home != i {
-					byHome[home] = append(byHome[home], m)
-					found++
-				}
-			}
-			for home, batch := range byHome {
-				if _, err := s.store.MoveDown(ctx, i, home, batch); err != nil {
-					return found, err
-				}
-				if err := s.store.MoveKin(ctx, i, home, ids(batch)); err != nil {
-					return found, err
-				}
-			}
-			if next == 0 {
-				break
-			}
-			cursor = next
 		}
-	}
-	return found, nil
+		for home, batch := range byHome {
+			if _, err := s.store.MoveDown(ctx, i, home, batch); err != nil {
+				return err
+			}
+			if err := s.store.MoveKin(ctx, i, home, ids(batch)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return found, err
 }
 
 // estimate counts the misplaced members of a migration that just started

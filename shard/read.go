@@ -176,25 +176,32 @@ func (s *Store) Overrides(ctx context.Context, i int, ids []string) (map[string]
 
 // Score returns the score of device id in shard i, if tracked there.
 func (s *Store) Score(ctx context.Context, i int, id string) (float64, bool, error) {
-	v, err := s.rdb.ZScore(ctx, s.keys.Deadlines(i), id).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, false, nil
-	}
+	v, ok, err := s.zscore(ctx, s.keys.Deadlines(i), id)
 	if err != nil {
 		return 0, false, fmt.Errorf("read score in shard %d: %w", i, err)
 	}
-	return v, true, nil
+	return v, ok, nil
 }
 
 // DownScore returns the score of the timeout device id fired in shard i, if
 // it is remembered as down.
 func (s *Store) DownScore(ctx context.Context, i int, id string) (float64, bool, error) {
-	v, err := s.rdb.ZScore(ctx, s.keys.Down(i), id).Result()
+	v, ok, err := s.zscore(ctx, s.keys.Down(i), id)
+	if err != nil {
+		return 0, false, fmt.Errorf("read down state in shard %d: %w", i, err)
+	}
+	return v, ok, nil
+}
+
+// zscore returns the score of member in the sorted set key, and false
+// when it is not a member.
+func (s *Store) zscore(ctx context.Context, key, member string) (float64, bool, error) {
+	v, err := s.rdb.ZScore(ctx, key, member).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("read down state in shard %d: %w", i, err)
+		return 0, false, err
 	}
 	return v, true, nil
 }

@@ -101,6 +101,37 @@ func newStore(t *testing.T) (*shard.Store, context.Context) {
 	return st, testenv.Context(t, 30*time.Second)
 }
 
+// fire fires device id of shard i at score, as a scanner does, and fails
+// the test unless it fired.
+func fire(ctx context.Context, t *testing.T, st *shard.Store, i int, id string, score float64) {
+	t.Helper()
+	if n, _, err := st.Fired(ctx, i, []shard.Member{{ID: id, Score: score}}, 0); err != nil || n != 1 {
+		t.Fatalf("fire %s in shard %d: %d, %v", id, i, n, err)
+	}
+}
+
+// write writes devices ids to shard i at score, as one batch of heartbeats
+// without a timeout of their own.
+func write(ctx context.Context, t *testing.T, st *shard.Store, i int, score float64, ids ...string) {
+	t.Helper()
+	var b shard.Batch
+	b.Reset(i + 1)
+	for _, id := range ids {
+		b.Add(i, id, score, 0)
+	}
+	if _, err := st.Write(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeAndFire writes device id to shard i at score and fires it: the
+// device is then down in shard i.
+func writeAndFire(ctx context.Context, t *testing.T, st *shard.Store, i int, id string, score float64) {
+	t.Helper()
+	write(ctx, t, st, i, score, id)
+	fire(ctx, t, st, i, id, score)
+}
+
 // A late, replayed or out-of-order heartbeat never moves a deadline earlier.
 func TestWriteNeverMovesDeadlineEarlier(t *testing.T) {
 	t.Parallel()
@@ -141,25 +172,15 @@ func TestWriteNeverMovesDeadlineEarlier(t *testing.T) {
 func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 	t.Parallel()
 	st, ctx := newStore(t)
-	var b shard.Batch
 	old := shard.Score(shard.Epoch+5000, 0)
-	b.Reset(1)
-	b.Add(0, "a", old, 0)
-	b.Add(0, "b", old, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, 0, old, "a", "b")
 	due, err := st.Due(ctx, 0, shard.MaxScore(shard.Epoch+5000), 0, 20)
 	if err != nil || len(due) != 2 {
 		t.Fatalf("due = %v, %v; want a and b", due, err)
 	}
 	// "b" is reset between the scan and the removal.
 	newer := shard.Score(shard.Epoch+9000, 0)
-	b.Reset(1)
-	b.Add(0, "b", newer, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, 0, newer, "b")
 	n, raced, err := st.Fired(ctx, 0, due, 0)
 	if err != nil || n != 1 {
 		t.Fatalf("Fired removed %d (%v), want only a", n, err)
@@ -178,6 +199,7 @@ func TestFiredIsConditionalAndRecoveryDetected(t *testing.T) {
 	}
 	// A replayed heartbeat older than the timeout is no recovery, and does
 	// not bring the fired silence back to fire again ...
+	var b shard.Batch
 	b.Reset(1)
 	b.Add(0, "a", shard.Score(shard.Epoch+4000, 0), 0)
 	back, err := st.Write(ctx, &b)
@@ -210,21 +232,9 @@ func TestFiredRemovesOnlyUnchanged(t *testing.T) {
 	t.Parallel()
 	st, ctx := newStore(t)
 	read := shard.Score(shard.Epoch+5000, 3)
-	var b shard.Batch
-	b.Reset(1)
-	for _, id := range []string{"changed", "same-1", "same-2", "changed-2", "same-3"} {
-		b.Add(0, id, read, 0)
-	}
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, 0, read, "changed", "same-1", "same-2", "changed-2", "same-3")
 	later := shard.Score(shard.Epoch+9000, 3)
-	b.Reset(1)
-	b.Add(0, "changed", later, 0)
-	b.Add(0, "changed-2", later, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
+	write(ctx, t, st, 0, later, "changed", "changed-2")
 	var scanned []shard.Member
 	for _, id := range []string{"changed", "same-1", "gone", "same-2", "changed-2", "same-3"} {
 		scanned = append(scanned, shard.Member{ID: id, Score: read})
@@ -391,10 +401,7 @@ func TestRecoveryAcrossAMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		prev := shard.Of(shard.Hash(id), 16)
-		if n, _, err := st.Fired(ctx, prev, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
-			t.Fatalf("fire %s in shard %d: %d, %v", id, prev, n, err)
-		}
+		fire(ctx, t, st, shard.Of(shard.Hash(id), 16), id, old)
 	}
 
 	write := func(id string, score float64) []shard.Recovered {
@@ -441,15 +448,8 @@ func TestWriteAfterSettlesInBatchOrder(t *testing.T) {
 	t.Parallel()
 	st, ctx := newStore(t)
 	old := shard.Score(shard.Epoch+5000, 0)
+	writeAndFire(ctx, t, st, 0, "d", old)
 	var first, second shard.Batch
-	first.Reset(1)
-	first.Add(0, "d", old, 0)
-	if _, err := st.Write(ctx, &first); err != nil {
-		t.Fatal(err)
-	}
-	if n, _, err := st.Fired(ctx, 0, []shard.Member{{ID: "d", Score: old}}, 0); err != nil || n != 1 {
-		t.Fatalf("fire d: %d, %v", n, err)
-	}
 	first.Reset(1)
 	first.Add(0, "d", shard.Score(shard.Epoch+20000, 0), 0)
 	second.Reset(1)
@@ -510,9 +510,7 @@ func TestReregisterReplacesEarlierState(t *testing.T) {
 	if _, err := st.Write(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	if n, _, err := st.Fired(ctx, 0, []shard.Member{{ID: "gone", Score: shard.Score(shard.Epoch+1000, 0)}}, 0); err != nil || n != 1 {
-		t.Fatalf("fire gone: %d, %v", n, err)
-	}
+	fire(ctx, t, st, 0, "gone", shard.Score(shard.Epoch+1000, 0))
 	soon := shard.Score(shard.Epoch+60_000, 0)
 	b.Reset(1)
 	b.Reregister(0, "d", soon, 0)
@@ -553,24 +551,10 @@ func TestRecoveryFoundInBothDownSetsIsReportedOnce(t *testing.T) {
 	h := shard.Hash(id)
 	prev, home := shard.Of(h, 16), l.ShardOf(h)
 	old := shard.Score(shard.Epoch+5000, 0)
-	var b shard.Batch
-	b.Reset(32)
-	b.Add(prev, id, old, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	if n, _, err := st.Fired(ctx, prev, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
-		t.Fatalf("fire: %d, %v", n, err)
-	}
+	writeAndFire(ctx, t, st, prev, id, old)
 	// The copy half of a move: the entry is in both down sets now.
-	b.Reset(32)
-	b.Add(home, id, old, 0)
-	if _, err := st.Write(ctx, &b); err != nil {
-		t.Fatal(err)
-	}
-	if n, _, err := st.Fired(ctx, home, []shard.Member{{ID: id, Score: old}}, 0); err != nil || n != 1 {
-		t.Fatalf("fire the copy: %d, %v", n, err)
-	}
+	writeAndFire(ctx, t, st, home, id, old)
+	var b shard.Batch
 	b.Reset(32)
 	b.AddMoved(home, prev, id, shard.Score(shard.Epoch+20000, 0), 0)
 	back, err := st.Write(ctx, &b)

@@ -83,31 +83,13 @@ func main() {
 	out := output{Details: map[string]any{}}
 	fail := false
 	if o.only == "ttl-mass" {
-		rows, det, err := runTTLMass(ctx, o)
-		if err != nil {
-			status("ttl-mass: FAILED: %v", err)
-			fail = true
-		}
-		out.Rows = append(out.Rows, rows...)
-		out.Details["ttl"] = det
+		fail = collect(ctx, o, &out, "ttl-mass", "ttl", runTTLMass) || fail
 	}
 	if o.only == "" || o.only == "ttl" {
-		rows, det, err := runTTL(ctx, o)
-		if err != nil {
-			status("ttl: FAILED: %v", err)
-			fail = true
-		}
-		out.Rows = append(out.Rows, rows...)
-		out.Details["ttl"] = det
+		fail = collect(ctx, o, &out, "ttl", "ttl", runTTL) || fail
 	}
 	if o.only == "" || o.only == "asynq" {
-		rows, det, err := runAsynq(ctx, o)
-		if err != nil {
-			status("asynq: FAILED: %v", err)
-			fail = true
-		}
-		out.Rows = append(out.Rows, rows...)
-		out.Details["asynq"] = det
+		fail = collect(ctx, o, &out, "asynq", "asynq", runAsynq) || fail
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
@@ -115,6 +97,19 @@ func main() {
 	if fail {
 		os.Exit(1)
 	}
+}
+
+// collect runs the measurement name, adding its rows to out and its details
+// under key (whatever it got, also when it failed); it reports whether the
+// measurement failed.
+func collect[D any](ctx context.Context, o *options, out *output, name, key string, run func(context.Context, *options) ([]Row, D, error)) (failed bool) {
+	rows, det, err := run(ctx, o)
+	if err != nil {
+		status("%s: FAILED: %v", name, err)
+	}
+	out.Rows = append(out.Rows, rows...)
+	out.Details[key] = det
+	return err != nil
 }
 
 // latencyRows reports a lateness distribution as rows; when some events

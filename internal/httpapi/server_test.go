@@ -82,6 +82,24 @@ func only(set func(*timeouts)) timeouts {
 	return to
 }
 
+// sendTo starts a server whose timeouts are only(set), dials it and writes
+// request, returning the connection (closed at the end of the test).
+func sendTo(t *testing.T, set func(*timeouts), request string) net.Conn {
+	t.Helper()
+	s := newServer(t, Config{})
+	s.timeouts = only(set)
+	serve(t, s)
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := conn.Write([]byte(request)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // Every connection has a deadline for its headers, its request, its
 // response and its idleness, and headers are bounded: what a client holds
 // of the server it gives back.
@@ -102,17 +120,8 @@ func TestEveryConnectionHasTimeouts(t *testing.T) {
 // A client that trickles its headers is cut off at ReadHeaderTimeout.
 func TestSlowHeadersAreCutOff(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, Config{})
-	s.timeouts = only(func(to *timeouts) { to.readHeader = 50 * time.Millisecond })
-	serve(t, s)
-	conn, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: flatline\r\nX-Slow: ")); err != nil {
-		t.Fatal(err)
-	}
+	conn := sendTo(t, func(to *timeouts) { to.readHeader = 50 * time.Millisecond },
+		"GET /healthz HTTP/1.1\r\nHost: flatline\r\nX-Slow: ")
 	closedByServer(t, conn, "headers never finished")
 }
 
@@ -120,17 +129,8 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 // ReadTimeout, though its headers came in time.
 func TestSlowBodyIsCutOff(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, Config{})
-	s.timeouts = only(func(to *timeouts) { to.read = 50 * time.Millisecond })
-	serve(t, s)
-	conn, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: flatline\r\nContent-Length: 100\r\n\r\nx")); err != nil {
-		t.Fatal(err)
-	}
+	conn := sendTo(t, func(to *timeouts) { to.read = 50 * time.Millisecond },
+		"GET /healthz HTTP/1.1\r\nHost: flatline\r\nContent-Length: 100\r\n\r\nx")
 	closedByServer(t, conn, "body never finished")
 }
 
@@ -138,17 +138,8 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 // IdleTimeout.
 func TestIdleConnectionsAreClosed(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, Config{})
-	s.timeouts = only(func(to *timeouts) { to.idle = 50 * time.Millisecond })
-	serve(t, s)
-	conn, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: flatline\r\n\r\n")); err != nil {
-		t.Fatal(err)
-	}
+	conn := sendTo(t, func(to *timeouts) { to.idle = 50 * time.Millisecond },
+		"GET /healthz HTTP/1.1\r\nHost: flatline\r\n\r\n")
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)

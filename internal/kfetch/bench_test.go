@@ -111,6 +111,22 @@ func allocsPerRecord(b *testing.B, read func() int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(records), "ns/record")
 }
 
+// readToEnd returns a read for allocsPerRecord: partition 0 of topic from
+// offset 0 to end through f, one Result reused; it returns the records read.
+func readToEnd(b *testing.B, f fetcher, topic string, end int64) func() int {
+	res := new(Result)
+	return func() int {
+		n := 0
+		for off := int64(0); off < end; off = res.NextOffset {
+			if err := f.Fetch(context.Background(), topic, 0, off, res); err != nil {
+				b.Fatal(err)
+			}
+			n += len(res.Records)
+		}
+		return n
+	}
+}
+
 // Reading a partition to its end with a Fetcher and a Conn (one Result
 // reused) and with kafka-go's Conn.ReadBatchWith + Batch.ReadMessage, as
 // ingest did, on the same records and with the same MaxBytes. Keys are 13
@@ -137,17 +153,7 @@ func BenchmarkReadPartition(b *testing.B) {
 				b.Fatal(err)
 			}
 			heap := answerHeap(b, tr, addr, f.request(topic, 0, 0))
-			res := new(Result)
-			allocsPerRecord(b, func() int {
-				n := 0
-				for off := int64(0); off < end; off = res.NextOffset {
-					if err := f.Fetch(context.Background(), topic, 0, off, res); err != nil {
-						b.Fatal(err)
-					}
-					n += len(res.Records)
-				}
-				return n
-			})
+			allocsPerRecord(b, readToEnd(b, f, topic, end))
 			b.ReportMetric(heap, "answer-heap-B") // after allocsPerRecord: ResetTimer drops metrics
 		})
 		b.Run(fmt.Sprintf("Conn/batch=%d%s", tc.perBatch, codecName(tc.codec)), func(b *testing.B) {
@@ -156,17 +162,7 @@ func BenchmarkReadPartition(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			res := new(Result)
-			allocsPerRecord(b, func() int {
-				n := 0
-				for off := int64(0); off < end; off = res.NextOffset {
-					if err := c.Fetch(context.Background(), topic, 0, off, res); err != nil {
-						b.Fatal(err)
-					}
-					n += len(res.Records)
-				}
-				return n
-			})
+			allocsPerRecord(b, readToEnd(b, c, topic, end))
 		})
 		b.Run(fmt.Sprintf("FetchMany/batch=%d%s", tc.perBatch, codecName(tc.codec)), func(b *testing.B) {
 			c, err := Dial(context.Background(), &kafka.Dialer{}, addr, cfg)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -53,19 +52,12 @@ func runChild() int {
 		return 2
 	}
 	if profile != "" {
-		f, err := os.Create(profile)
+		stopProfile, err := startCPUProfile(profile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "flatline-bench child:", err)
 			return 2
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "flatline-bench child:", err)
-			return 2
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			_ = f.Close()
-		}()
+		defer stopProfile()
 	}
 	// As flatline serve does.
 	if f := heapfloor.Start(heapfloor.Default); f != nil {

@@ -231,20 +231,14 @@ func run() int {
 	defer stop()
 
 	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile + "-bench.pprof")
+		path := o.cpuprofile + "-bench.pprof"
+		stopProfile, err := startCPUProfile(path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "flatline-bench:", err)
 			return 2
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "flatline-bench:", err)
-			return 2
-		}
-		o.profiles = append(o.profiles, f.Name())
-		defer func() {
-			pprof.StopCPUProfile()
-			_ = f.Close()
-		}()
+		o.profiles = append(o.profiles, path)
+		defer stopProfile()
 	}
 
 	res := &Result{
@@ -387,4 +381,21 @@ func (o *options) describeScale() string {
 		return "the reference sizes"
 	}
 	return "NOT the reference sizes: " + strings.Join(diffs, ", ")
+}
+
+// startCPUProfile writes a CPU profile of this process to the file path
+// until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
