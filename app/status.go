@@ -17,6 +17,15 @@ import (
 // Redis client honours it), so a Redis that does not answer at all is
 // reported as such, in time.
 func (a *App) ready(ctx context.Context) error {
+	if a.Ingest != nil {
+		// What ingest's own calls already know needs no ping to wait for.
+		if d, err := a.Ingest.RedisUnanswered(); d > 0 {
+			if err != nil {
+				return fmt.Errorf("redis: no answer to ingest for %v (%w)", d.Round(time.Millisecond), err)
+			}
+			return fmt.Errorf("redis: no answer to ingest for %v", d.Round(time.Millisecond))
+		}
+	}
 	if err := a.Store.Ping(ctx); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("redis: no answer within %v (%w)", httpapi.ReadyTimeout, err)

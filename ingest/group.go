@@ -20,7 +20,6 @@ import (
 // instances that can write take its partitions over, and joins again once
 // Redis answers (see redisLink).
 func (in *Ingest) Run(ctx context.Context) error {
-	in.link = newRedisLink(in.cfg.ReleaseAfter, in.opts.Log)
 	in.sizeDeadLetters(ctx)
 	stays := newStays(in.cfg.ReleaseAfter)
 	for {

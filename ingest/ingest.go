@@ -76,7 +76,7 @@ type Ingest struct {
 	writeRedis func(*processor, context.Context) error
 	// owned is the current generation's partitions (Owned).
 	owned atomic.Pointer[map[int]bool]
-	// link tracks whether Redis answers this instance's calls (set by Run).
+	// link tracks whether Redis answers this instance's calls.
 	link *redisLink
 }
 
@@ -94,7 +94,7 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	in := &Ingest{cfg: cfg, opts: opts, writeRedis: (*processor).writeRedis}
+	in := &Ingest{cfg: cfg, opts: opts, writeRedis: (*processor).writeRedis, link: newRedisLink(cfg.ReleaseAfter, opts.Log)}
 	dc := cfg.decoderConfig()
 	dc.Timeouts = opts.Policy.Config()
 	if cfg.Format == decode.FormatAvro {
@@ -124,6 +124,16 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 		}
 	}
 	return in, nil
+}
+
+// RedisUnanswered is how long ingest's calls to Redis have gone without an
+// answer, and the last error, while that is so now: a call got none (out
+// of time, refused on the way) and no call has been answered since, or a
+// call has waited longer than a second. It is 0 while Redis answers, and
+// while nothing called it lately. /readyz answers from it at once, without
+// a ping of its own to wait for.
+func (in *Ingest) RedisUnanswered() (time.Duration, error) {
+	return in.link.silentFor()
 }
 
 // SchemaRegistryHealthy is nil, or why format avro's schema registry

@@ -214,6 +214,30 @@ func (l *redisLink) unansweredFor() linkState {
 	return linkState{unanswered: d, current: l.pending > 0 || now.Sub(l.lastFail) < staleAfter, err: l.lastErr}
 }
 
+// silentFor is how long the unanswered spell has lasted, with the last
+// error, when it says something of the link now: a call of it got no
+// answer (current as in unansweredFor), or one is still waiting after
+// slowAnswer. Otherwise 0. Unlike unansweredFor it logs nothing.
+func (l *redisLink) silentFor() (time.Duration, error) {
+	if l == nil {
+		return 0, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.unanswered.IsZero() {
+		return 0, nil
+	}
+	now := l.now()
+	d := now.Sub(l.unanswered)
+	switch {
+	case l.silent && (l.pending > 0 || now.Sub(l.lastFail) < staleAfter):
+		return d, l.lastErr
+	case l.pending > 0 && d >= l.slowAnswer():
+		return d, l.lastErr
+	}
+	return 0, nil
+}
+
 // slowAnswer is how long a call may wait for Redis before the wait is
 // logged: a second, or half of ingest.release_after when that is shorter.
 func (l *redisLink) slowAnswer() time.Duration {

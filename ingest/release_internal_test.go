@@ -294,3 +294,47 @@ func TestRedisLinkIgnoresCallsCutShortByTheirCaller(t *testing.T) {
 		t.Errorf("a call that ran to its deadline (%v): link %+v, log:\n%s", err, st, logs)
 	}
 }
+
+// What /readyz reads (silentFor): nothing while calls are answered or
+// merely under way; the spell once a call waited slowAnswer or got no
+// answer; nothing again once Redis answers, even with an error of its own,
+// or once the failure is stale.
+func TestRedisLinkSilentFor(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_800_000_000_000)
+	l, _ := linkAt(&now, 5*time.Second)
+	timeout := fmt.Errorf("write deadlines: %w", context.DeadlineExceeded)
+	if d, _ := l.silentFor(); d != 0 {
+		t.Fatalf("silent for %v before any call", d)
+	}
+	_, cancel := l.begin(context.Background())
+	defer cancel()
+	start := now
+	now = now.Add(900 * time.Millisecond)
+	if d, _ := l.silentFor(); d != 0 {
+		t.Fatalf("silent for %v with a call under way 900ms, want 0 (slowAnswer is 1s)", d)
+	}
+	now = now.Add(200 * time.Millisecond)
+	if d, _ := l.silentFor(); d != 1100*time.Millisecond {
+		t.Fatalf("silent for %v with a call under way 1.1s, want 1.1s", d)
+	}
+	now = start.Add(5 * time.Second)
+	l.end("deadlines", timeout, false)
+	if d, err := l.silentFor(); d != 5*time.Second || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("silent for %v (%v) after a call failed, want 5s with its error", d, err)
+	}
+	now = now.Add(staleAfter)
+	if d, _ := l.silentFor(); d != 0 {
+		t.Fatalf("silent for %v a second after the last failure with no call under way, want 0", d)
+	}
+	_, cancel2 := l.begin(context.Background())
+	defer cancel2()
+	l.end("deadlines", replyErr("OOM command not allowed"), false)
+	if d, _ := l.silentFor(); d != 0 {
+		t.Fatalf("silent for %v after Redis answered with an error, want 0", d)
+	}
+	var nilLink *redisLink
+	if d, err := nilLink.silentFor(); d != 0 || err != nil {
+		t.Fatalf("a nil link: %v, %v", d, err)
+	}
+}

@@ -46,7 +46,9 @@ type Gate struct {
 	known   map[int]int64
 	n       int
 	stalled atomic.Bool
-	started time.Time
+	// started is when Run began (Unix ns), 0 before: a pass reads the
+	// watermarks (fresh) on its own goroutine, and may before Run has.
+	started atomic.Int64
 
 	// The storm guard's state as the last poll read it (package storm):
 	// holdFrom caps firing while a hold lasts (0: none does); held are the
@@ -267,8 +269,10 @@ func (g *Gate) notify(ws []func(int64), wm int64) {
 
 func (g *Gate) checkStall() {
 	wm := g.wm.Load()
-	if wm == 0 && g.now().Sub(g.started) < g.stallWarn {
-		return // ingest is starting: no watermark yet is not a stall
+	if wm == 0 {
+		if s := g.started.Load(); s == 0 || g.now().UnixNano()-s < g.stallWarn.Nanoseconds() {
+			return // ingest is starting: no watermark yet is not a stall
+		}
 	}
 	lag := g.now().UnixMilli() - wm
 	stalled := lag > g.stallWarn.Milliseconds()
@@ -296,7 +300,7 @@ func (g *Gate) Stalled() bool {
 // nothing is late for want of a fresher read, and an instance whose shards
 // have nothing due reads the hash a few times a second instead of hundreds.
 func (g *Gate) Run(ctx context.Context) error {
-	g.started = g.now()
+	g.started.Store(g.now().UnixNano())
 	t := time.NewTimer(0)
 	defer t.Stop()
 	outage := retry.Outage{Log: g.log, Down: "cannot read watermarks", Up: "watermarks readable again"}

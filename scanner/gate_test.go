@@ -3,6 +3,7 @@ package scanner_test
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,3 +77,45 @@ func TestGateMovesWithinRaised(t *testing.T) {
 		t.Fatalf("waiters saw %v, want the poll's %d then the raise's %d", advanced, t0, t0+300)
 	}
 }
+
+// Before any watermark is known, an instance is starting, not stalled: a
+// pass reading the watermarks (Gate.fresh) before the gate's own loop has
+// begun, or beside its start, warns of nothing.
+func TestGateStartingWithoutWatermarksIsNoStall(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	var warned atomic.Int32
+	log := slog.New(countHandler{n: &warned, level: slog.LevelWarn})
+	gate := scanner.NewGate(scanner.GateOptions{Store: store, Poll: time.Hour, StallAfter: time.Hour, Log: log})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := gate.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = gate.Run(ctx)
+	}()
+	for range 20 {
+		if err := gate.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	<-done
+	if n := warned.Load(); n != 0 {
+		t.Fatalf("%d warnings while starting without a watermark, want none (stall threshold an hour)", n)
+	}
+}
+
+// countHandler counts the records at level or above.
+type countHandler struct {
+	n     *atomic.Int32
+	level slog.Level
+}
+
+func (h countHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+func (h countHandler) Handle(context.Context, slog.Record) error    { h.n.Add(1); return nil }
+func (h countHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h countHandler) WithGroup(string) slog.Handler                { return h }
