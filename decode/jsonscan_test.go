@@ -2,6 +2,7 @@ package decode
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -281,4 +282,31 @@ func TestSpecialBytes(t *testing.T) {
 			t.Fatalf("specialBytes(%q): first special byte %d, want %d", w, got, first)
 		}
 	}
+}
+
+// FuzzUnquote checks that unquote decodes every string scanString accepts
+// exactly as encoding/json does, whatever its runs of plain bytes, escapes
+// and invalid UTF-8.
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{
+		``, `plain`, `{\"ts\":1763683200100,\"class\":\"sensor\",\"temp\":21.5}`,
+		`12345678\"12345678\\`, `\u00e9t\u00e9 \ud83d\ude00 \ud800 x`, "h\xc3\xa9llo \xff\xfe tail",
+		`\b\f\n\r\t\/`, "seven77\\n" + "eight888",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		q := []byte(`"` + s + `"`)
+		end, _, ok := scanString(q, 0)
+		if !ok || end != len(q) {
+			return
+		}
+		var want string
+		if err := json.Unmarshal(q, &want); err != nil {
+			t.Fatalf("scanString accepts %q, encoding/json does not: %v", q, err)
+		}
+		if got := unquote(nil, []byte(s)); string(got) != want {
+			t.Fatalf("unquote(%q) = %q, encoding/json gives %q", s, got, want)
+		}
+	})
 }
