@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/flatline-dev/flatline/decode"
@@ -78,6 +79,10 @@ type Ingest struct {
 	owned atomic.Pointer[map[int]bool]
 	// link tracks whether Redis answers this instance's calls.
 	link *redisLink
+	// fallbacks are flatline_heartbeats_fallback_total's series, looked
+	// up once: a fleet whose clocks are off falls back with every heartbeat,
+	// and a look-up by label costs about as much as decoding one.
+	fallbacks struct{ skew, timeout, class, self prometheus.Counter }
 }
 
 // Owned returns the signals partitions of the current consumer-group
@@ -95,6 +100,11 @@ func New(cfg Config, opts Options) (*Ingest, error) {
 		opts.Now = time.Now
 	}
 	in := &Ingest{cfg: cfg, opts: opts, writeRedis: (*processor).writeRedis, link: newRedisLink(cfg.ReleaseAfter, opts.Log)}
+	if m := opts.Metrics; m != nil {
+		f := &in.fallbacks
+		f.skew, f.timeout = m.Fallbacks.WithLabelValues("skew_corrected"), m.Fallbacks.WithLabelValues("timeout_out_of_range")
+		f.class, f.self = m.Fallbacks.WithLabelValues("unknown_class"), m.Fallbacks.WithLabelValues("self_parent")
+	}
 	dc := cfg.decoderConfig()
 	dc.Timeouts = opts.Policy.Config()
 	if cfg.Format == decode.FormatAvro {

@@ -72,8 +72,13 @@ func (pm *parentMemo) parentOf(h uint64) (uint64, bool) {
 	}
 	b := pm.bucket(h)
 	for w := range b {
-		if b[w].dev == h {
+		switch b[w].dev {
+		case h:
 			return b[w].parent, true
+		case 0:
+			// Filled from the front (put, drop): none further on. A
+			// device not remembered reads one cache line, not two.
+			return 0, false
 		}
 	}
 	return 0, false

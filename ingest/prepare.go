@@ -162,7 +162,7 @@ func (p *processor) prepareOne(partition int, msg *kfetch.Record) {
 	e := entry{id: hb.DeviceID, score: shard.Score(deadline, shard.NewMeta(classID, flags)), override: override, atMs: hb.AtMs}
 	if hb.HasParent {
 		if hb.SelfParent {
-			m.Fallbacks.WithLabelValues("self_parent").Inc()
+			in.fallbacks.self.Inc()
 		}
 		e.hasParent, e.parent = true, hb.Parent
 		p.withParents = true
@@ -204,15 +204,15 @@ func (p *processor) put(e entry) {
 }
 
 func (p *processor) countFallbacks() {
-	m := p.in.opts.Metrics
+	f := &p.in.fallbacks
 	if p.hb.SkewCorrected {
-		m.Fallbacks.WithLabelValues("skew_corrected").Inc()
+		f.skew.Inc()
 	}
 	if p.hb.TimeoutOutOfRange {
-		m.Fallbacks.WithLabelValues("timeout_out_of_range").Inc()
+		f.timeout.Inc()
 	}
 	if p.hb.UnknownClass {
-		m.Fallbacks.WithLabelValues("unknown_class").Inc()
+		f.class.Inc()
 	}
 }
 

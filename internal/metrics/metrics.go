@@ -17,7 +17,7 @@ type Metrics struct {
 
 	HeartbeatsConsumed prometheus.Counter
 	Invalid            *prometheus.CounterVec // reason
-	Fallbacks          *prometheus.CounterVec // kind: skew_corrected, timeout_out_of_range, unknown_class
+	Fallbacks          *prometheus.CounterVec // kind: skew_corrected, timeout_out_of_range, unknown_class, self_parent
 	Tombstones         prometheus.Counter
 	Deviceless         prometheus.Counter
 	RedisWrites        prometheus.Counter // deadline writes sent (members)
@@ -85,7 +85,7 @@ var InvalidReasons = []string{
 }
 
 // FallbackKinds label flatline_heartbeats_fallback_total.
-var FallbackKinds = []string{"skew_corrected", "timeout_out_of_range", "unknown_class"}
+var FallbackKinds = []string{"skew_corrected", "timeout_out_of_range", "unknown_class", "self_parent"}
 
 // PublishReasons label flatline_publish_errors_total: why a produce attempt
 // of events failed (dispatch's reason for an error). too_large and
@@ -184,7 +184,7 @@ func (m *Metrics) newCounters(r *prometheus.Registry) {
 	}
 	m.Invalid = counter("flatline_heartbeats_invalid_total", "Invalid heartbeats, by reason code.", "reason")
 	m.PublishErrors = counter("flatline_publish_errors_total", "Failed produce attempts of events (retried), by reason.", "reason")
-	m.Fallbacks = counter("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class).", "kind")
+	m.Fallbacks = counter("flatline_heartbeats_fallback_total", "Valid heartbeats that fell back to a default (skew_corrected, timeout_out_of_range, unknown_class, self_parent).", "kind")
 }
 
 // newGauges creates and registers the gauges of this process.
