@@ -48,11 +48,12 @@ type act struct {
 	note          timeouts.Note
 }
 
-// readParents reads the parents of the group's children, once each.
-func (f *family) readParents(ctx context.Context, l shard.Layout) error {
+// readParents reads the parents of the group's children, once each:
+// those of guess from guessed (read beside the kin), the others now. The
+// group's parents are the next group's guess.
+func (f *family) readParents(ctx context.Context, l shard.Layout, guess []string, guessed []shard.ParentState) error {
 	f.parents = make(map[string]parentSeen)
-	var ids []string
-	var shards [][]int
+	var ids, named []string
 	for _, kn := range f.kin {
 		if kn.Parent == "" {
 			continue
@@ -61,45 +62,61 @@ func (f *family) readParents(ctx context.Context, l shard.Layout) error {
 			continue
 		}
 		f.parents[kn.Parent] = parentSeen{}
-		h := shard.Hash(kn.Parent)
-		ss := []int{l.ShardOf(h)}
-		if prev, moved := l.PreviousOf(h); moved {
-			ss = append(ss, prev)
+		named = append(named, kn.Parent)
+		if k := slices.Index(guess, kn.Parent); k >= 0 && k < len(guessed) {
+			f.seeParent(kn.Parent, guessed[k])
+			continue
 		}
-		ids, shards = append(ids, kn.Parent), append(shards, ss)
+		ids = append(ids, kn.Parent)
+	}
+	switch {
+	case len(named) > maxGuess:
+		f.sc.parents.Store(nil) // children of many gateways: no guess
+	case !slices.Equal(named, guess):
+		f.sc.parents.Store(&named)
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	states, err := f.sc.s.opts.Store.ParentStates(ctx, ids, shards)
+	r := parentReads(l, ids)
+	states, err := f.sc.s.opts.Store.ParentStates(ctx, r.IDs, r.Shards)
 	if err != nil {
 		return err
 	}
 	for k, id := range ids {
-		st := states[k]
-		p := parentSeen{tracked: st.HasLive || st.HasDown}
-		switch {
-		case st.HasDown && (!st.HasLive || st.Down >= st.Live):
-			p.down = true
-		case st.HasLive:
-			var ov map[string]int64
-			if st.Override > 0 {
-				ov = map[string]int64{id: st.Override}
-			}
-			// A parent held for its own parent was last heard as its
-			// original deadline says; it is looked at again at its hold's.
-			heard := st.Live
-			if st.Waited {
-				heard = st.Wait.Orig
-			}
-			deadline, timeout := f.sc.s.opts.Timing(id, heard, ov)
-			p.lastMs = deadline - timeout
-			p.deadlineMs, _ = shard.DecodeScore(st.Live)
-			p.down = !st.Waited && f.silentPast(id, st.Live, p.deadlineMs)
-		}
-		f.parents[id] = p
+		f.seeParent(id, states[k])
 	}
 	return nil
+}
+
+// maxGuess is the most parents a group's kin read guesses (four reads a
+// parent): a group whose children name more is not taken for the next
+// one's.
+const maxGuess = 4
+
+// seeParent takes what the shards hold of parent id.
+func (f *family) seeParent(id string, st shard.ParentState) {
+	p := parentSeen{tracked: st.HasLive || st.HasDown}
+	switch {
+	case st.HasDown && (!st.HasLive || st.Down >= st.Live):
+		p.down = true
+	case st.HasLive:
+		var ov map[string]int64
+		if st.Override > 0 {
+			ov = map[string]int64{id: st.Override}
+		}
+		// A parent held for its own parent was last heard as its
+		// original deadline says; it is looked at again at its hold's.
+		heard := st.Live
+		if st.Waited {
+			heard = st.Wait.Orig
+		}
+		deadline, timeout := f.sc.s.opts.Timing(id, heard, ov)
+		p.lastMs = deadline - timeout
+		p.deadlineMs, _ = shard.DecodeScore(st.Live)
+		p.down = !st.Waited && f.silentPast(id, st.Live, p.deadlineMs)
+	}
+	f.parents[id] = p
 }
 
 // silentPast reports whether a parent at score, whose deadline deadlineMs

@@ -144,23 +144,52 @@ func (sc *shardScanner) gateways(ctx context.Context, batch []shard.Member, over
 	if read == (shard.KinKeys{}) {
 		return batch, nil, nil
 	}
-	kin, any, exist, err := s.opts.Store.KinOf(ctx, sc.id, batch, otherShards(l, sc.id, batch), read)
+	// How far firing may go, before any parent is read: a parent's
+	// heartbeat the watermark covers is in Redis by then (silentPast).
+	upTo := s.opts.Gate.upTo(s.opts.Now())
+	// The children of a gateway come due together, group after group:
+	// the last group's parents are read beside this one's kin.
+	var guess []string
+	if g := sc.parents.Load(); g != nil {
+		guess = *g
+	}
+	kin, any, exist, guessed, err := s.opts.Store.KinOf(ctx, sc.id, batch, otherShards(l, sc.id, batch), read, parentReads(l, guess))
 	if err == nil {
 		sc.kin.found(exist, t)
+	}
+	if err == nil && !any && guess != nil {
+		sc.parents.Store(nil) // no children due here now
 	}
 	if err != nil || !any {
 		return batch, nil, err
 	}
 	f := &family{sc: sc, batch: batch, kin: kin, overrides: overrides, now: s.opts.Now().UnixMilli(),
-		upTo: s.opts.Gate.upTo(s.opts.Now()), maxHold: s.opts.Gateways.MaxHold.Milliseconds(),
+		upTo: upTo, maxHold: s.opts.Gateways.MaxHold.Milliseconds(),
 		acts: make([]act, len(batch)), l: l}
-	if err := f.readParents(ctx, l); err != nil {
+	if err := f.readParents(ctx, l, guess, guessed); err != nil {
 		return nil, nil, err
 	}
 	for k := range batch {
 		f.decide(k)
 	}
 	return f.apply(ctx)
+}
+
+// parentReads are the reads of parents ids under l: each in its shard
+// and, while l migrates, its other one.
+func parentReads(l shard.Layout, ids []string) shard.ParentReads {
+	r := shard.ParentReads{IDs: ids}
+	if len(ids) > 0 {
+		r.Shards = make([][]int, len(ids))
+	}
+	for k, id := range ids {
+		h := shard.Hash(id)
+		r.Shards[k] = []int{l.ShardOf(h)}
+		if prev, moved := l.PreviousOf(h); moved {
+			r.Shards[k] = append(r.Shards[k], prev)
+		}
+	}
+	return r
 }
 
 // otherShards are, while l migrates, the other shard of each member of

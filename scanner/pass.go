@@ -38,6 +38,9 @@ type shardScanner struct {
 	stopped   atomic.Bool
 	// kin remembers the shard's family keys found absent (see gateways).
 	kin absentKin
+	// parents are the parents the last group's children named, read
+	// beside the next group's kin (see gateways).
+	parents atomic.Pointer[[]string]
 
 	mu sync.Mutex
 	// inflight holds the members handed to dispatch, from claim until

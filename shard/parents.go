@@ -118,12 +118,21 @@ type KinKeys struct {
 	Parents, Gateways, Holds bool
 }
 
+// ParentReads are parents to read: IDs[k] in Shards[k] (see ParentStates).
+type ParentReads struct {
+	IDs    []string
+	Shards [][]int
+}
+
 // KinOf returns the kin of members ms of shard i, in one round trip,
 // reading only the keys read names (a key known to be absent is not read):
 // which of them exist comes back in exist. While the layout migrates,
 // other[k] (when ≥ 0 and not i) is the other shard of ms[k], where its
 // parent and gateway entries may still be. any says some member has kin.
-func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int, read KinKeys) (kin []Kin, any bool, exist KinKeys, err error) {
+// The states of parents guess come back in guessed, read in the same
+// round trip after the kin (as ParentStates would after it): a caller
+// that guesses the members' parents right needs no second one.
+func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int, read KinKeys, guess ParentReads) (kin []Kin, any bool, exist KinKeys, guessed []ParentState, err error) {
 	ids := make([]string, len(ms))
 	for k, m := range ms {
 		ids[k] = m.ID
@@ -133,6 +142,7 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int, read
 	var elsewhere []*redis.StringCmd
 	var namedElsewhere []*redis.BoolCmd
 	var exists [3]*redis.IntCmd
+	var states func() []ParentState
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		exists = [3]*redis.IntCmd{p.Exists(ctx, s.keys.Parents(i)), p.Exists(ctx, s.keys.gateways(i)), p.Exists(ctx, s.keys.holds(i))}
 		if read.Parents {
@@ -152,10 +162,11 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int, read
 				elsewhere, namedElsewhere = append(elsewhere, nil), append(namedElsewhere, nil)
 			}
 		}
+		states = s.queueParentReads(ctx, p, guess)
 		return nil
 	})
 	if err := readErr(cmds, err); err != nil {
-		return nil, false, KinKeys{}, fmt.Errorf("read kin in shard %d: %w", i, err)
+		return nil, false, KinKeys{}, nil, fmt.Errorf("read kin in shard %d: %w", i, err)
 	}
 	kin = make([]Kin, len(ms))
 	for k := range ms {
@@ -178,7 +189,7 @@ func (s *Store) KinOf(ctx context.Context, i int, ms []Member, other []int, read
 		any = any || kn.Parent != "" || kn.Named || kn.Held
 	}
 	exist = KinKeys{Parents: exists[0].Val() > 0, Gateways: exists[1].Val() > 0, Holds: exists[2].Val() > 0}
-	return kin, any, exist, nil
+	return kin, any, exist, states(), nil
 }
 
 func toAny(ids []string) []any {
@@ -222,25 +233,44 @@ type ParentState struct {
 // the later live copy and the later down entry. A parent's shard may be
 // another Redis Cluster node than its child's: plain commands, no script.
 func (s *Store) ParentStates(ctx context.Context, ids []string, shards [][]int) ([]ParentState, error) {
-	type read struct {
-		live, down  *redis.FloatCmd
-		over, waits *redis.StringCmd
-	}
-	reads := make([][]read, len(ids))
+	var states func() []ParentState
 	cmds, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, id := range ids {
-			for _, i := range shards[k] {
-				reads[k] = append(reads[k], read{p.ZScore(ctx, s.keys.Deadlines(i), id),
-					p.ZScore(ctx, s.keys.Down(i), id), p.HGet(ctx, s.keys.Overrides(i), id), p.HGet(ctx, s.keys.holds(i), id)})
-			}
-		}
+		states = s.queueParentReads(ctx, p, ParentReads{IDs: ids, Shards: shards})
 		return nil
 	})
 	if err := readErr(cmds, err); err != nil {
 		return nil, fmt.Errorf("read parents: %w", err)
 	}
-	out := make([]ParentState, len(ids))
-	for k := range ids {
+	return states(), nil
+}
+
+// queueParentReads queues the reads of parents r on p; once p ran, the
+// returned function gives their states (nil for no parents).
+func (s *Store) queueParentReads(ctx context.Context, p redis.Pipeliner, r ParentReads) func() []ParentState {
+	if len(r.IDs) == 0 {
+		return func() []ParentState { return nil }
+	}
+	reads := make([][]parentRead, len(r.IDs))
+	for k, id := range r.IDs {
+		for _, i := range r.Shards[k] {
+			reads[k] = append(reads[k], parentRead{p.ZScore(ctx, s.keys.Deadlines(i), id),
+				p.ZScore(ctx, s.keys.Down(i), id), p.HGet(ctx, s.keys.Overrides(i), id), p.HGet(ctx, s.keys.holds(i), id)})
+		}
+	}
+	return func() []ParentState { return parentStates(reads) }
+}
+
+// parentRead is what one shard holds of a parent.
+type parentRead struct {
+	live, down  *redis.FloatCmd
+	over, waits *redis.StringCmd
+}
+
+// parentStates is the later live copy and the later down entry of each
+// parent's reads.
+func parentStates(reads [][]parentRead) []ParentState {
+	out := make([]ParentState, len(reads))
+	for k := range reads {
 		st := &out[k]
 		for _, r := range reads[k] {
 			if v, err := r.live.Result(); err == nil && (!st.HasLive || v > st.Live) {
@@ -254,7 +284,7 @@ func (s *Store) ParentStates(ctx context.Context, ids []string, shards [][]int) 
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // Rescore gives members of shard i a new score, each only if its score is
