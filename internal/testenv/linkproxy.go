@@ -129,6 +129,11 @@ func (p *LinkProxy) accept() {
 		p.mu.Lock()
 		p.conns[c] = struct{}{}
 		p.mu.Unlock()
+		if p.mode.Load() == linkReset {
+			// Reset came while this one was being dialed, and did not
+			// see it: reset it as Reset would have.
+			c.reset()
+		}
 		p.wg.Add(2)
 		go p.pipe(c, server, client)
 		go p.pipe(c, client, server)
@@ -154,6 +159,8 @@ func (p *LinkProxy) pipe(c *proxied, dst, src net.Conn) {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}
+			case linkReset:
+				return // a connection Reset did not see: reset it
 			default:
 				c.lost.Store(true)
 			}
