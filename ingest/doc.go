@@ -13,7 +13,8 @@
 //     partition of its broker, on its own connection, read_committed
 //     (internal/kfetch: no transaction marker, no record of an aborted
 //     transaction), and hands each partition's records on a chunk at a
-//     time; an offset out of range moves by kafka.start_offset;
+//     time, the next fetch already sent when the answer came back whole;
+//     an offset out of range moves by kafka.start_offset;
 //   - the batcher (batch.go) gathers chunks into batches and hands each to
 //     a processor (process.go), which prepares it (prepare.go): a goroutine
 //     per batch decodes the records (package decode; invalid ones are kept

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -132,7 +133,13 @@ type brokerReader struct {
 	// in its turn.
 	parts []*partitionFetch
 	req   []kfetch.Part
-	moved []*partitionFetch // scratch: the last fetch's partitions handed back
+	// ahead is set while the next fetch, next, is sent and its answer not
+	// received (see fetch); sentMs is when the fetch whose answer comes
+	// next was sent, nextSentMs when next was.
+	ahead              bool
+	next               []kfetch.Part
+	sentMs, nextSentMs int64
+	moved              []*partitionFetch // scratch: the last fetch's partitions handed back
 	// grace stands for fetchGrace in this reader's fetch deadlines. A
 	// broker that takes longer than fetchGrace to answer would fail every
 	// fetch the same way, for ever: so a fetch ended by its deadline
@@ -212,10 +219,13 @@ func (r *brokerReader) readConn(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
+	r.ahead = false
 	for {
-		r.take()
-		if len(r.parts) == 0 {
-			return nil
+		if !r.ahead { // a fetch sent ahead carries the partitions it was sent for
+			r.take()
+			if len(r.parts) == 0 {
+				return nil
+			}
 		}
 		if err := r.fetch(ctx, conn); err != nil {
 			return err
@@ -223,19 +233,31 @@ func (r *brokerReader) readConn(ctx context.Context) error {
 	}
 }
 
-// fetch sends one fetch for the reader's partitions on conn and hands
-// their records on. It returns nil when conn may carry the next fetch.
+// fetch receives one answer for the reader's partitions on conn — to the
+// fetch sent ahead, or to one it sends now — and hands their records on.
+// When every partition's share came back whole it sends the next fetch
+// before handing the records on, so that the broker builds the next answer
+// while this one's records are copied and queued (a broker answers a
+// connection's requests one after the other). It returns nil when conn
+// may carry the next fetch.
 func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
-	r.request()
+	topic := r.in.opts.Kafka.SignalsTopic
+	if !r.ahead {
+		r.request()
+		// The watermark the fetch may move is business time, on the
+		// injected clock like every watermark and deadline; read before
+		// the fetch goes out, it is never later than the send.
+		r.sentMs = r.in.opts.Now().UnixMilli()
+		if err := conn.SendMany(ctx, topic, r.req); err != nil {
+			return err
+		}
+	}
+	r.ahead = false
 	// The fetch's deadline, and how long the answer took, are the wall
-	// clock's: the connection runs on it.
-	sentAt := time.Now()
-	// The watermark the fetch may move is business time, on the injected
-	// clock like every watermark and deadline; read before the fetch goes
-	// out, it is never later than the send.
-	sentMs := r.in.opts.Now().UnixMilli()
-	fctx, cancel := context.WithDeadline(ctx, sentAt.Add(fetchMaxWait+r.grace))
-	err := conn.FetchMany(fctx, r.in.opts.Kafka.SignalsTopic, r.req)
+	// clock's, from when the reader waits for it: the connection runs on it.
+	waitFrom := time.Now()
+	fctx, cancel := context.WithDeadline(ctx, waitFrom.Add(fetchMaxWait+r.grace))
+	err := conn.ReceiveMany(fctx, topic, r.req)
 	cancel()
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -244,7 +266,7 @@ func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 		r.grace = min(2*r.grace, maxFetchGrace)
 		return err
 	}
-	if time.Since(sentAt)-fetchMaxWait <= fetchGrace {
+	if time.Since(waitFrom)-fetchMaxWait <= fetchGrace {
 		r.grace = fetchGrace
 	}
 	if err != nil {
@@ -252,17 +274,24 @@ func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	}
 	r.outage.Succeeded("broker", r.addr)
 	r.backoff.Reset()
-	a := answer{sentMs: sentMs}
+	a := answer{sentMs: r.sentMs}
+	whole := true
 	for i, p := range r.parts {
-		if r.req[i].Err == nil && r.req[i].Res.NextOffset > p.next {
+		whole = whole && r.req[i].Err == nil
+		if a.answered.IsZero() && r.req[i].Err == nil && r.req[i].Res.NextOffset > p.next {
 			// A producer's clock is believed up to the moment the
 			// records arrived: with the decoder's max_skew on top, no
 			// heartbeat's time passes the fetch time + ingest.max_skew
 			// (docs/operations.md, "Time").
 			a.arrived, a.answered = r.in.opts.Now(), time.Now()
-			r.in.opts.Metrics.IngestFetch.Observe(a.answered.Sub(sentAt).Seconds())
-			break
+			r.in.opts.Metrics.IngestFetch.Observe(a.answered.Sub(waitFrom).Seconds())
 		}
+	}
+	// Ahead only while the partitions stay as they are: none failed (it
+	// goes back to the router, or resets), none waits to join.
+	var sendErr error
+	if whole && len(r.inbox) == 0 {
+		sendErr = r.sendAhead(ctx, conn)
 	}
 	r.moved = r.moved[:0]
 	for i, p := range r.parts {
@@ -277,20 +306,58 @@ func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	if len(r.moved) > 0 {
 		r.parts = slices.DeleteFunc(r.parts, func(p *partitionFetch) bool { return slices.Contains(r.moved, p) })
 	}
+	if sendErr != nil {
+		return sendErr
+	}
+	if r.ahead {
+		r.turn()
+		r.req, r.next = r.next, r.req
+		r.sentMs = r.nextSentMs
+		for i, p := range r.parts {
+			if r.req[i].Offset != p.next {
+				// Never so while the partitions stay as they are: every
+				// share is handed on up to its NextOffset.
+				return fmt.Errorf("partition %d: fetch sent ahead at %d, handed on up to %d", p.partition, r.req[i].Offset, p.next)
+			}
+		}
+	}
+	return nil
+}
+
+// sendAhead sends the next fetch, each partition from where the answer just
+// received leaves it, in the order the next request would have.
+func (r *brokerReader) sendAhead(ctx context.Context, conn *kfetch.Conn) error {
+	r.next = r.next[:0]
+	n := len(r.parts)
+	for k := range n {
+		i := (k + 1) % n // turned by one, as request turns them
+		p := r.parts[i]
+		r.next = append(r.next, kfetch.Part{Partition: p.partition, Offset: max(p.next, r.req[i].Res.NextOffset), Res: &p.res})
+	}
+	r.nextSentMs = r.in.opts.Now().UnixMilli()
+	if err := conn.SendMany(ctx, r.in.opts.Kafka.SignalsTopic, r.next); err != nil {
+		return err
+	}
+	r.ahead = true
 	return nil
 }
 
 // request lays the reader's partitions out for the next fetch, turned by
 // one from the last.
 func (r *brokerReader) request() {
+	r.turn()
+	r.req = r.req[:0]
+	for _, p := range r.parts {
+		r.req = append(r.req, kfetch.Part{Partition: p.partition, Offset: p.next, Res: &p.res})
+	}
+}
+
+// turn turns the partitions' order by one.
+func (r *brokerReader) turn() {
 	if len(r.parts) > 1 {
 		first := r.parts[0]
 		copy(r.parts, r.parts[1:])
 		r.parts[len(r.parts)-1] = first
-	}
-	r.req = r.req[:0]
-	for _, p := range r.parts {
-		r.req = append(r.req, kfetch.Part{Partition: p.partition, Offset: p.next, Res: &p.res})
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,6 +63,60 @@ func TestReadOutwaitsABrokerSlowToAnswer(t *testing.T) {
 	r.take(t, n) // stuck instead if every fetch ended at its deadline
 	if e := testutil.ToFloat64(r.m.FetchErrors); e < 1 {
 		t.Errorf("flatline_fetch_errors_total = %v; want the first fetch, answered past its deadline, counted", e)
+	}
+}
+
+// A broker reader sends its next fetch as soon as an answer came back
+// whole, before it hands that answer's records on, so that the broker
+// builds the next answer while the batcher takes this one: held back in
+// the middle of an answer, the reader has already asked for the records
+// after it, from the answer's end. Every record still arrives once, in
+// order.
+func TestReaderAsksForTheNextAnswerBeforeHandingThisOneOn(t *testing.T) {
+	t.Parallel()
+	const topic, n = "signals", 3000
+	k := testenv.Kafka(t, 1, topic)
+	produce(t, k.Brokers(), topic, 0, n) // before the reader starts: its first answer holds them all
+	c := k.Cluster()
+	var mu sync.Mutex
+	var offsets []int64 // of partition 0, one per Fetch the broker took
+	c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, rt := range kreq.(*kmsg.FetchRequest).Topics {
+			for _, rp := range rt.Partitions {
+				mu.Lock()
+				offsets = append(offsets, rp.FetchOffset)
+				mu.Unlock()
+			}
+		}
+		return nil, nil, false // answered as usual
+	})
+	r := startReader(t, k.Brokers(), topic)
+	r.take(t, 1) // the first chunk of the first answer; the reader waits to hand on the next
+	if r.next >= n {
+		t.Fatalf("the first hand-off held all %d records; the test needs an answer of several chunks", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		got := slices.Clone(offsets)
+		mu.Unlock()
+		if len(got) >= 2 {
+			if got[0] != 0 || got[1] != n {
+				t.Fatalf("fetches at offsets %v; want 0, then %d (the first answer's end) before its records are handed on", got, n)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fetches at offsets %v while the reader hands on the first answer; want the next one sent already", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.take(t, n)
+	produce(t, k.Brokers(), topic, n, n+10)
+	r.take(t, n+10)
+	if e := testutil.ToFloat64(r.m.FetchErrors); e != 0 {
+		t.Errorf("flatline_fetch_errors_total = %v; want 0", e)
 	}
 }
 

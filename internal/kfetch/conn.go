@@ -36,6 +36,7 @@ type Conn struct {
 	fetchVersion int16
 	corr         int32
 	broken       error
+	sent         bool          // a fetch is sent and its answer not read
 	req          fetch.Request // reused: one topic, its partitions grown to the largest fetch
 	raw          []byte        // FetchMany's answer, which its records alias
 	one          [1]Part       // Fetch's single partition
@@ -114,7 +115,39 @@ func (c *Conn) Fetch(ctx context.Context, topic string, partition int, offset in
 // answers reach MaxBytes rotates the order between fetches (as the Java
 // consumer does) for every partition to get its turn.
 func (c *Conn) FetchMany(ctx context.Context, topic string, parts []Part) error {
+	if c.sent {
+		return errors.New("kfetch: a fetch was sent and its answer not received")
+	}
 	if err := c.fetch(ctx, topic, parts, &c.raw); err != nil {
+		return fmt.Errorf("fetch %s (%d partitions): %w", topic, len(parts), err)
+	}
+	return nil
+}
+
+// SendMany is FetchMany's first half: it writes the fetch for parts and
+// returns without waiting for the answer, so that the broker works on it
+// while the caller hands on the answer before (whose records stay valid:
+// nothing is read into the Conn's buffer until ReceiveMany). It leaves
+// every Res alone. ReceiveMany, with the same parts, reads the answer; one
+// fetch at a time is sent and not yet received.
+func (c *Conn) SendMany(ctx context.Context, topic string, parts []Part) error {
+	if c.sent {
+		return errors.New("kfetch: a fetch was sent and its answer not received")
+	}
+	if err := c.send(ctx, topic, parts); err != nil {
+		return fmt.Errorf("fetch %s (%d partitions): %w", topic, len(parts), err)
+	}
+	return nil
+}
+
+// ReceiveMany is FetchMany's second half: it reads the answer to the fetch
+// SendMany sent for parts, and fills each Part as FetchMany does. The
+// answer must come within MaxWait + Grace of the call (or by ctx's
+// deadline, if sooner): a broker holds a fetch that finds nothing for
+// MaxWait from when it reads it, which, behind an answer the caller was
+// still reading, may be later than the send.
+func (c *Conn) ReceiveMany(ctx context.Context, topic string, parts []Part) error {
+	if err := c.receive(ctx, topic, parts, &c.raw); err != nil {
 		return fmt.Errorf("fetch %s (%d partitions): %w", topic, len(parts), err)
 	}
 	return nil
@@ -122,6 +155,36 @@ func (c *Conn) FetchMany(ctx context.Context, topic string, parts []Part) error 
 
 // fetch sends the request for parts, reading the answer into *raw.
 func (c *Conn) fetch(ctx context.Context, topic string, parts []Part, raw *[]byte) error {
+	if err := c.send(ctx, topic, parts); err != nil {
+		for i := range parts {
+			parts[i].Res.reset(parts[i].Offset)
+			parts[i].Err = nil
+		}
+		return err
+	}
+	return c.receive(ctx, topic, parts, raw)
+}
+
+// send writes the request for parts.
+func (c *Conn) send(ctx context.Context, topic string, parts []Part) error {
+	if c.broken != nil {
+		return fmt.Errorf("connection unusable after %w", c.broken)
+	}
+	stop := c.watch(ctx)
+	defer stop()
+	c.corr++
+	c.request(topic, parts)
+	if err := protocol.WriteRequest(c.pc, c.fetchVersion, c.corr, c.clientID, &c.req); err != nil {
+		c.broken = ctxErr(ctx, err)
+		return c.broken
+	}
+	c.sent = true
+	return nil
+}
+
+// receive reads the answer to the request send wrote for parts into *raw
+// and decodes it into parts.
+func (c *Conn) receive(ctx context.Context, topic string, parts []Part, raw *[]byte) error {
 	for i := range parts {
 		parts[i].Res.reset(parts[i].Offset)
 		parts[i].Err = nil
@@ -129,7 +192,11 @@ func (c *Conn) fetch(ctx context.Context, topic string, parts []Part, raw *[]byt
 	if c.broken != nil {
 		return fmt.Errorf("connection unusable after %w", c.broken)
 	}
-	if err := c.roundTrip(ctx, topic, parts, raw); err != nil {
+	if !c.sent {
+		return errors.New("kfetch: no fetch was sent")
+	}
+	c.sent = false
+	if err := c.read(ctx, raw); err != nil {
 		c.broken = err
 		return err
 	}
@@ -160,28 +227,29 @@ func (c *Conn) fetch(ctx context.Context, topic string, parts []Part, raw *[]byt
 	return nil
 }
 
-// roundTrip writes the request for parts and reads the answer's body into
-// *raw.
-func (c *Conn) roundTrip(ctx context.Context, topic string, parts []Part, raw *[]byte) error {
+// watch bounds the socket's next operation by MaxWait + Grace from now
+// (or ctx's deadline, if sooner), and unblocks it at once when ctx is
+// cancelled; the func it returns ends the watch. Once a cancel has
+// unblocked the socket, the deadline it moved may land on a later
+// operation: the Conn is done.
+func (c *Conn) watch(ctx context.Context) func() {
 	deadline := time.Now().Add(c.cfg.MaxWait + c.cfg.Grace)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
 	_ = c.pc.SetDeadline(deadline)
-	// Cancelling ctx unblocks the socket at once. Once it has, the
-	// deadline it moved may land on a later fetch: the Conn is done.
 	stop := context.AfterFunc(ctx, func() { _ = c.pc.SetDeadline(time.Unix(1, 0)) })
-	defer func() {
+	return func() {
 		if !stop() && c.broken == nil {
 			c.broken = ctx.Err()
 		}
-	}()
-
-	c.corr++
-	c.request(topic, parts)
-	if err := protocol.WriteRequest(c.pc, c.fetchVersion, c.corr, c.clientID, &c.req); err != nil {
-		return ctxErr(ctx, err)
 	}
+}
+
+// read reads the answer's body into *raw.
+func (c *Conn) read(ctx context.Context, raw *[]byte) error {
+	stop := c.watch(ctx)
+	defer stop()
 	var head [8]byte // size, correlation ID
 	if _, err := io.ReadFull(c.pc, head[:]); err != nil {
 		return ctxErr(ctx, err)

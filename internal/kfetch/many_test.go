@@ -3,6 +3,7 @@ package kfetch
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,5 +217,55 @@ func TestFetchManyReadsEachPartitionAsAlone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A fetch sent ahead (SendMany) is answered by the ReceiveMany that
+// follows, with what FetchMany would have read; one fetch at a time is
+// sent and not received, and a call out of that order is refused without
+// spoiling the connection.
+func TestSendManyThenReceiveManyIsFetchMany(t *testing.T) {
+	t.Parallel()
+	const topic = "signals"
+	k := testenv.Kafka(t, 1, topic)
+	r := &rig{kafka: k, tr: &kafka.Transport{}}
+	t.Cleanup(r.tr.CloseIdleConnections)
+	cl := r.producer(t, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, values("a", "b", "c")...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Dial(ctx, &kafka.Dialer{Timeout: 10 * time.Second}, k.Brokers()[0], DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	parts := []Part{{Partition: 0, Offset: 1, Res: new(Result)}}
+	if err := c.ReceiveMany(ctx, topic, parts); err == nil {
+		t.Fatal("ReceiveMany with no fetch sent: no error")
+	}
+	if err := c.SendMany(ctx, topic, parts); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SendMany(ctx, topic, parts); err == nil {
+		t.Fatal("a second SendMany before ReceiveMany: no error")
+	}
+	if err := c.FetchMany(ctx, topic, parts); err == nil {
+		t.Fatal("FetchMany while a fetch sent ahead is not received: no error")
+	}
+	if err := c.ReceiveMany(ctx, topic, parts); err != nil || parts[0].Err != nil {
+		t.Fatalf("ReceiveMany: %v, %v", err, parts[0].Err)
+	}
+	var got []string
+	for _, rec := range parts[0].Res.Records {
+		got = append(got, string(rec.Value))
+	}
+	if strings.Join(got, ",") != "b,c" || parts[0].Res.NextOffset != 3 {
+		t.Fatalf("records %v, next offset %d; want b,c and 3", got, parts[0].Res.NextOffset)
+	}
+	parts[0].Offset = 0
+	if err := c.FetchMany(ctx, topic, parts); err != nil || len(parts[0].Res.Records) != 3 {
+		t.Fatalf("FetchMany after: %v, %d records; want all 3", err, len(parts[0].Res.Records))
 	}
 }
