@@ -91,15 +91,17 @@ func newCoalescer(windowMs int64, maxEntries int) *coalescer {
 		overrides: make(map[uint64]int64), pending: make(map[uint64]int)}
 }
 
-// keysOf returns the map key (the routing hash, never 0) and an independent
-// FNV-1a check of id, checkBits wide.
-func keysOf(id string) (uint64, uint64) {
+// keyOf is the map key of routing hash h.
+func keyOf(h uint64) uint64 { return max(h, 1) }
+
+// checkOf is the FNV-1a check of id, checkBits wide.
+func checkOf(id string) uint64 {
 	check := uint32(2166136261)
 	for i := 0; i < len(id); i++ {
 		check ^= uint32(id[i])
 		check *= 16777619
 	}
-	return max(shard.Hash(id), 1), uint64(check) & (1<<checkBits - 1)
+	return uint64(check) & (1<<checkBits - 1)
 }
 
 // sets2 returns the two sets of slots of hash h.
@@ -124,8 +126,10 @@ func (c *coalescer) lookup(h, check uint64) (float64, bool) {
 // filter drops from entries (padded scores) the heartbeats already covered,
 // under one lock for the batch: the map lookups, each a likely cache miss,
 // then overlap instead of waiting on a lock's memory barrier one by one.
-// It returns the kept entries (in entries' array) and the heartbeats the
-// dropped ones stood for.
+// The entries' hashes (h, check) were taken when they were decoded, by the
+// batches' decoding goroutines side by side, not here, one batch after the
+// other. It returns the kept entries (in entries' array) and the
+// heartbeats the dropped ones stood for.
 func (c *coalescer) filter(entries []entry) ([]entry, int) {
 	kept, skipped := entries[:0], 0
 	c.mu.Lock()
@@ -136,8 +140,8 @@ func (c *coalescer) filter(entries []entry) ([]entry, int) {
 	var touched uint64
 	for k := range entries {
 		e := &entries[k]
-		h, check := keysOf(e.id)
-		keys = append(keys, [2]uint64{h, check})
+		h := keyOf(e.h)
+		keys = append(keys, [2]uint64{h, e.check})
 		if e.tomb || e.reregister {
 			c.pending[h]++
 		}
@@ -159,13 +163,8 @@ func (c *coalescer) filter(entries []entry) ([]entry, int) {
 	return kept, skipped
 }
 
-func (c *coalescer) coveredLocked(id string, deadline int64, meta shard.Meta, override int64) bool {
-	h, check := keysOf(id)
-	return c.coveredHashed(h, check, deadline, meta, override)
-}
-
 func (c *coalescer) coveredHashed(h, check uint64, deadline int64, meta shard.Meta, override int64) bool {
-	if c.pending[h] > 0 {
+	if len(c.pending) > 0 && c.pending[h] > 0 {
 		return false
 	}
 	score, ok := c.lookup(h, check)
@@ -182,12 +181,28 @@ func (c *coalescer) coveredHashed(h, check uint64, deadline int64, meta shard.Me
 	return override == 0
 }
 
-// record remembers a write Redis acknowledged (deadline padded).
-func (c *coalescer) record(id string, deadline int64, meta shard.Meta, override int64) {
-	h, check := keysOf(id)
+// recordWritten remembers the writes of a batch Redis acknowledged, under
+// one lock: its tombstones and re-registrations are undone first (see
+// undone), then every heartbeat's padded deadline is recorded.
+func (c *coalescer) recordWritten(entries []entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pending[h] > 0 {
+	for k := range entries {
+		e := &entries[k]
+		h := keyOf(e.h)
+		if e.tomb || e.reregister {
+			c.undoneLocked(h) // a re-registration's old, maybe later, deadline is gone
+			if e.tomb {
+				continue
+			}
+		}
+		d, meta := shard.DecodeScore(e.score)
+		c.recordLocked(h, e.check, d, meta, e.override)
+	}
+}
+
+func (c *coalescer) recordLocked(h, check uint64, deadline int64, meta shard.Meta, override int64) {
+	if len(c.pending) > 0 && c.pending[h] > 0 {
 		return // a tombstone prepared after this write will undo it
 	}
 	if meta.Has(shard.FlagOverride) {
@@ -237,11 +252,8 @@ func (c *coalescer) victim(h uint64) *slot {
 	return earliest
 }
 
-// forget drops a device (tombstone).
-func (c *coalescer) forget(id string) {
-	h, _ := keysOf(id)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// forgetLocked drops device h (a tombstone).
+func (c *coalescer) forgetLocked(h uint64) {
 	a, b := c.sets2(h)
 	for _, set := range [2][]slot{a, b} {
 		for k := range set {
@@ -253,13 +265,11 @@ func (c *coalescer) forget(id string) {
 	delete(c.overrides, h)
 }
 
-// undone is forget once the batch whose tombstone (or re-registration)
-// made the device pending is written: the device is pending one batch less.
-func (c *coalescer) undone(id string) {
-	c.forget(id)
-	h, _ := keysOf(id)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// undoneLocked forgets h once the batch whose tombstone (or
+// re-registration) made it pending is written: it is pending one batch
+// less.
+func (c *coalescer) undoneLocked(h uint64) {
+	c.forgetLocked(h)
 	if c.pending[h] <= 1 {
 		delete(c.pending, h)
 	} else {

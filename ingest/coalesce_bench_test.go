@@ -26,7 +26,7 @@ func BenchmarkCoalescerFilter(b *testing.B) {
 	for n := 0; n < b.N; n++ {
 		b.StopTimer()
 		for k := range template {
-			template[k] = entry{id: ids[((n*batch+k)*7919)%devices], score: shard.Score(t0+window-1000, meta), beats: 1}
+			template[k] = hashed(entry{id: ids[((n*batch+k)*7919)%devices], score: shard.Score(t0+window-1000, meta), beats: 1})[0]
 		}
 		copy(entries, template)
 		b.StartTimer()

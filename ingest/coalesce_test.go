@@ -182,7 +182,7 @@ func TestCoalescerFilter(t *testing.T) {
 		{id: "tomb", tomb: true, beats: 2},
 		{id: "new", score: padded(t0+100, meta), beats: 1},
 	}
-	kept, skipped := c.filter(in)
+	kept, skipped := c.filter(hashed(in...))
 	var ids []string
 	for _, e := range kept {
 		ids = append(ids, e.id)
@@ -206,20 +206,20 @@ func TestCoalescerPendingTombstone(t *testing.T) {
 	c := newCoalescer(window, 100)
 	meta := shard.NewMeta(0, shard.FlagPadded)
 	c.record("d", t0+90_000, meta, 0) // written long ago, a late deadline
-	if kept, _ := c.filter([]entry{{id: "d", tomb: true, beats: 1}}); len(kept) != 1 {
+	if kept, _ := c.filter(hashed(entry{id: "d", tomb: true, beats: 1})); len(kept) != 1 {
 		t.Fatal("a tombstone was filtered")
 	}
 	c.record("d", t0+90_000, meta, 0) // an earlier batch finishing now
 	hb := entry{id: "d", score: shard.Score(t0+5000+window, meta), beats: 1}
-	if kept, skipped := c.filter([]entry{hb}); len(kept) != 1 || skipped != 0 {
+	if kept, skipped := c.filter(hashed(hb)); len(kept) != 1 || skipped != 0 {
 		t.Fatal("a heartbeat after a pending tombstone was skipped as covered")
 	}
 	c.undone("d") // the tombstone's batch is written
-	if kept, _ := c.filter([]entry{hb}); len(kept) != 1 {
+	if kept, _ := c.filter(hashed(hb)); len(kept) != 1 {
 		t.Fatal("covered by a deadline the tombstone deleted")
 	}
 	c.record("d", t0+5000+window, meta, 0)
-	if kept, _ := c.filter([]entry{hb}); len(kept) != 0 {
+	if kept, _ := c.filter(hashed(hb)); len(kept) != 0 {
 		t.Fatal("not covered by its own write once nothing is pending")
 	}
 }
@@ -230,4 +230,48 @@ func (c *coalescer) covered(id string, deadline int64, meta shard.Meta, override
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.coveredLocked(id, deadline, meta, override)
+}
+
+// keysOf returns the map key (the routing hash, never 0) and an independent
+// FNV-1a check of id, checkBits wide.
+func keysOf(id string) (uint64, uint64) {
+	return keyOf(shard.Hash(id)), checkOf(id)
+}
+
+func (c *coalescer) coveredLocked(id string, deadline int64, meta shard.Meta, override int64) bool {
+	h, check := keysOf(id)
+	return c.coveredHashed(h, check, deadline, meta, override)
+}
+
+// record remembers a write Redis acknowledged (deadline padded).
+func (c *coalescer) record(id string, deadline int64, meta shard.Meta, override int64) {
+	h, check := keysOf(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recordLocked(h, check, deadline, meta, override)
+}
+
+// forget drops a device (tombstone).
+func (c *coalescer) forget(id string) {
+	h, _ := keysOf(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgetLocked(h)
+}
+
+// undone is forget once the batch whose tombstone (or re-registration)
+// made the device pending is written: the device is pending one batch less.
+func (c *coalescer) undone(id string) {
+	h, _ := keysOf(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.undoneLocked(h)
+}
+
+// hashed sets the hashes decoding sets on each entry (see processor.put).
+func hashed(es ...entry) []entry {
+	for k := range es {
+		es[k].h, es[k].check = shard.Hash(es[k].id), checkOf(es[k].id)
+	}
+	return es
 }

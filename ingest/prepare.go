@@ -15,6 +15,7 @@ import (
 type entry struct {
 	id       string
 	h        uint64 // shard.Hash(id), for routing and the parent memory
+	check    uint64 // the coalescing memory's check of id (checkOf), when it coalesces
 	tomb     bool
 	score    float64
 	override int64
@@ -177,12 +178,15 @@ func (p *processor) put(e entry) {
 	k, ok := p.latest[e.id]
 	if !ok {
 		e.h = shard.Hash(e.id)
+		if p.co != nil {
+			e.check = checkOf(e.id)
+		}
 		p.latest[e.id] = len(p.entries)
 		p.entries = append(p.entries, e)
 		return
 	}
 	cur := &p.entries[k]
-	e.h = cur.h
+	e.h, e.check = cur.h, cur.check
 	e.beats += cur.beats
 	if !e.hasParent && !e.tomb && !cur.tomb {
 		// The latest parent named stands, whichever deadline wins.

@@ -102,18 +102,7 @@ func (p *processor) finish(ctx context.Context) error {
 	back := p.back
 	p.back = nil
 	if p.co != nil {
-		for k := range p.entries {
-			e := &p.entries[k]
-			if e.tomb {
-				p.co.undone(e.id)
-				continue
-			}
-			if e.reregister {
-				p.co.undone(e.id) // the old, maybe later, deadline is gone
-			}
-			d, meta := shard.DecodeScore(e.score)
-			p.co.record(e.id, d, meta, e.override)
-		}
+		p.co.recordWritten(p.entries)
 	}
 	p.recordKin()
 	if err := p.sendDeadLetters(ctx); err != nil {
