@@ -211,7 +211,7 @@ func (m *Metrics) newHistograms(r *prometheus.Registry) {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: LatenessBuckets})
 	}, []metric[prometheus.Histogram]{
 		{&m.Lateness, "flatline_detection_lateness_seconds", "Time from a device's deadline to Kafka acknowledging its timeout event."},
-		{&m.IngestFetch, "flatline_ingest_fetch_seconds", "Time from sending a fetch of the signals topic to its answer, for answers that brought records: the brokers' round trip and their wait for records."},
+		{&m.IngestFetch, "flatline_ingest_fetch_seconds", "Time a broker reader waited for the answer to a fetch of the signals topic, for answers that brought records: from the send, or, for a fetch sent ahead while the last answer's records were handed on, from the end of that hand-off; the brokers' round trip and their wait for records."},
 		{&m.IngestQueue, "flatline_ingest_queue_seconds", "Time from a fetch's answer to the start of the Redis write of the batch holding its oldest records: hand-off, merge by record time, decoding and the wait for the writer."},
 		{&m.IngestWrite, "flatline_ingest_write_seconds", "Time of a batch's Redis write (deadlines, the down-set look-up, retries), from its start to its last answer."},
 	})
