@@ -241,56 +241,14 @@ func (r *brokerReader) readConn(ctx context.Context) error {
 // connection's requests one after the other). It returns nil when conn
 // may carry the next fetch.
 func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
-	topic := r.in.opts.Kafka.SignalsTopic
-	if !r.ahead {
-		r.request()
-		// The watermark the fetch may move is business time, on the
-		// injected clock like every watermark and deadline; read before
-		// the fetch goes out, it is never later than the send.
-		r.sentMs = r.in.opts.Now().UnixMilli()
-		if err := conn.SendMany(ctx, topic, r.req); err != nil {
-			return err
-		}
-	}
-	r.ahead = false
-	// The fetch's deadline, and how long the answer took, are the wall
-	// clock's, from when the reader waits for it: the connection runs on it.
-	waitFrom := time.Now()
-	fctx, cancel := context.WithDeadline(ctx, waitFrom.Add(fetchMaxWait+r.grace))
-	err := conn.ReceiveMany(fctx, topic, r.req)
-	cancel()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		r.grace = min(2*r.grace, maxFetchGrace)
-		return err
-	}
-	if time.Since(waitFrom)-fetchMaxWait <= fetchGrace {
-		r.grace = fetchGrace
-	}
+	a, err := r.receive(ctx, conn)
 	if err != nil {
 		return err
-	}
-	r.outage.Succeeded("broker", r.addr)
-	r.backoff.Reset()
-	a := answer{sentMs: r.sentMs}
-	whole := true
-	for i, p := range r.parts {
-		whole = whole && r.req[i].Err == nil
-		if a.answered.IsZero() && r.req[i].Err == nil && r.req[i].Res.NextOffset > p.next {
-			// A producer's clock is believed up to the moment the
-			// records arrived: with the decoder's max_skew on top, no
-			// heartbeat's time passes the fetch time + ingest.max_skew
-			// (docs/operations.md, "Time").
-			a.arrived, a.answered = r.in.opts.Now(), time.Now()
-			r.in.opts.Metrics.IngestFetch.Observe(a.answered.Sub(waitFrom).Seconds())
-		}
 	}
 	// Ahead only while the partitions stay as they are: none failed (it
 	// goes back to the router, or resets), none waits to join.
 	var sendErr error
-	if whole && len(r.inbox) == 0 {
+	if a.whole && len(r.inbox) == 0 {
 		sendErr = r.sendAhead(ctx, conn)
 	}
 	r.moved = r.moved[:0]
@@ -306,22 +264,71 @@ func (r *brokerReader) fetch(ctx context.Context, conn *kfetch.Conn) error {
 	if len(r.moved) > 0 {
 		r.parts = slices.DeleteFunc(r.parts, func(p *partitionFetch) bool { return slices.Contains(r.moved, p) })
 	}
-	if sendErr != nil {
+	if sendErr != nil || !r.ahead {
 		return sendErr
 	}
-	if r.ahead {
-		r.turn()
-		r.req, r.next = r.next, r.req
-		r.sentMs = r.nextSentMs
-		for i, p := range r.parts {
-			if r.req[i].Offset != p.next {
-				// Never so while the partitions stay as they are: every
-				// share is handed on up to its NextOffset.
-				return fmt.Errorf("partition %d: fetch sent ahead at %d, handed on up to %d", p.partition, r.req[i].Offset, p.next)
-			}
+	r.turn()
+	r.req, r.next = r.next, r.req
+	r.sentMs = r.nextSentMs
+	for i, p := range r.parts {
+		if r.req[i].Offset != p.next {
+			// Never so while the partitions stay as they are: every share
+			// is handed on up to its NextOffset.
+			return fmt.Errorf("partition %d: fetch sent ahead at %d, handed on up to %d", p.partition, r.req[i].Offset, p.next)
 		}
 	}
 	return nil
+}
+
+// receive receives the answer to the fetch sent ahead, or sends one now
+// and receives its answer.
+func (r *brokerReader) receive(ctx context.Context, conn *kfetch.Conn) (answer, error) {
+	topic := r.in.opts.Kafka.SignalsTopic
+	if !r.ahead {
+		r.request()
+		// The watermark the fetch may move is business time, on the
+		// injected clock like every watermark and deadline; read before
+		// the fetch goes out, it is never later than the send.
+		r.sentMs = r.in.opts.Now().UnixMilli()
+		if err := conn.SendMany(ctx, topic, r.req); err != nil {
+			return answer{}, err
+		}
+	}
+	r.ahead = false
+	// The fetch's deadline, and how long the answer took, are the wall
+	// clock's, from when the reader waits for it: the connection runs on it.
+	waitFrom := time.Now()
+	fctx, cancel := context.WithDeadline(ctx, waitFrom.Add(fetchMaxWait+r.grace))
+	err := conn.ReceiveMany(fctx, topic, r.req)
+	cancel()
+	if ctx.Err() != nil {
+		return answer{}, ctx.Err()
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		r.grace = min(2*r.grace, maxFetchGrace)
+		return answer{}, err
+	}
+	if time.Since(waitFrom)-fetchMaxWait <= fetchGrace {
+		r.grace = fetchGrace
+	}
+	if err != nil {
+		return answer{}, err
+	}
+	r.outage.Succeeded("broker", r.addr)
+	r.backoff.Reset()
+	a := answer{sentMs: r.sentMs, whole: true}
+	for i, p := range r.parts {
+		a.whole = a.whole && r.req[i].Err == nil
+		if a.answered.IsZero() && r.req[i].Err == nil && r.req[i].Res.NextOffset > p.next {
+			// A producer's clock is believed up to the moment the
+			// records arrived: with the decoder's max_skew on top, no
+			// heartbeat's time passes the fetch time + ingest.max_skew
+			// (docs/operations.md, "Time").
+			a.arrived, a.answered = r.in.opts.Now(), time.Now()
+			r.in.opts.Metrics.IngestFetch.Observe(a.answered.Sub(waitFrom).Seconds())
+		}
+	}
+	return a, nil
 }
 
 // sendAhead sends the next fetch, each partition from where the answer just
@@ -362,13 +369,14 @@ func (r *brokerReader) turn() {
 }
 
 // answer is what every partition's share of one fetch answer has in
-// common: when the fetch was sent (injected clock), and, when it brought
+// common: when the fetch was sent (injected clock), when it brought
 // records, when they arrived (injected clock) and were answered (wall
-// clock).
+// clock), and whether every share came back without an error.
 type answer struct {
 	sentMs   int64
 	arrived  time.Time
 	answered time.Time
+	whole    bool
 }
 
 // handOn takes p's share of an answer, ferr its error: its records go to
