@@ -33,11 +33,29 @@ import (
 // with an empty memory (one per generation), so a parent another owner
 // changed meanwhile is written again. A tombstone forgets the device: its
 // deregistration deletes the parent in Redis too.
+//
+// A batch is prepared while the batches ahead of it are still being
+// written, before the memory holds what they set. So what they set is kept
+// aside until they are written (pending), and a batch compares its parents
+// with that first: a device that moves to another gateway and back, or is
+// deregistered and beats again naming its old gateway, across batches in
+// flight, has its latest parent written, not skipped as already there.
 type parentMemo struct {
 	mu      sync.Mutex
 	buckets []memoBucket // a power of two of them; none until a parent is recorded
 	n       int          // entries
 	touched uint64       // what changes read ahead, kept so it is not optimised away
+	// pending holds, per device hash, what the batches prepared and not
+	// yet written set for it, the latest of them winning.
+	pending map[uint64]pendingKin
+}
+
+// pendingKin is what batches in flight set for a device: its parent's hash
+// (gone: deregistered), and how many of their changes are not yet written.
+type pendingKin struct {
+	parent uint64
+	gone   bool
+	n      int
 }
 
 // memoBucket is two cache lines: eight devices' hashes and their parents',
@@ -145,8 +163,10 @@ type kinChange struct {
 }
 
 // changes appends to out the entries whose parent differs from the one
-// remembered. The batch's buckets are touched first, so that their cache
-// misses overlap instead of coming one per look-up in turn (as in
+// remembered, or set by a batch ahead not yet written, and sets aside what
+// the batch sets (its changes, its deregistrations) until written takes
+// it. The batch's buckets are touched first, so that their cache misses
+// overlap instead of coming one per look-up in turn (as in
 // coalescer.filter).
 func (pm *parentMemo) changes(entries []entry, out []kinChange) []kinChange {
 	pm.mu.Lock()
@@ -162,34 +182,83 @@ func (pm *parentMemo) changes(entries []entry, out []kinChange) []kinChange {
 	var lastHash uint64
 	for k := range entries {
 		e := &entries[k]
+		if e.tomb || e.reregister {
+			pm.pend(e.h, pendingKin{gone: true})
+		}
 		if !e.hasParent || e.tomb {
 			continue
 		}
 		if e.parent != last || lastHash == 0 { // children of one gateway come together
 			last, lastHash = e.parent, shard.Hash(e.parent)
 		}
-		if cur, ok := pm.parentOf(e.h); ok && cur == lastHash && !e.reregister {
+		if cur, ok := pm.current(e.h); ok && cur == lastHash && !e.reregister {
 			continue
 		}
 		out = append(out, kinChange{id: e.id, parent: e.parent, h: e.h, ph: lastHash})
+		pm.pend(e.h, pendingKin{parent: lastHash})
 	}
 	return out
 }
 
-// record remembers parent changes Redis acknowledged.
-func (pm *parentMemo) record(cs []kinChange) {
+// active reports whether the memory holds a parent, or a batch's change in
+// flight: a fleet that never named a parent never goes further.
+func (pm *parentMemo) active() bool {
+	pm.mu.Lock()
+	defer pm.mu.Unlock()
+	return pm.n > 0 || len(pm.pending) > 0
+}
+
+// current returns the parent hash device hash h has once the batches in
+// flight are written: the latest they set, else the one remembered.
+func (pm *parentMemo) current(h uint64) (uint64, bool) {
+	if p, ok := pm.pending[h]; ok {
+		return p.parent, !p.gone
+	}
+	return pm.parentOf(h)
+}
+
+// pend sets aside what a batch in flight sets for device hash h.
+func (pm *parentMemo) pend(h uint64, p pendingKin) {
+	if pm.pending == nil {
+		pm.pending = make(map[uint64]pendingKin)
+	}
+	p.n = pm.pending[h].n + 1
+	pm.pending[h] = p
+}
+
+// settle takes one change set aside for device hash h as written.
+func (pm *parentMemo) settle(h uint64) {
+	p, ok := pm.pending[h]
+	switch {
+	case !ok:
+	case p.n <= 1:
+		delete(pm.pending, h)
+	default:
+		p.n--
+		pm.pending[h] = p
+	}
+}
+
+// written takes a batch Redis acknowledged: it remembers its parent
+// changes cs and forgets its deregistered devices (among entries), and,
+// when changes set them aside (pended), settles them.
+func (pm *parentMemo) written(cs []kinChange, entries []entry, pended bool) {
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
 	for _, c := range cs {
 		pm.put(c.h, c.ph)
+		if pended {
+			pm.settle(c.h)
+		}
 	}
-}
-
-// forget drops a deregistered device.
-func (pm *parentMemo) forget(id string) {
-	pm.mu.Lock()
-	pm.drop(shard.Hash(id))
-	pm.mu.Unlock()
+	for k := range entries {
+		if e := &entries[k]; e.tomb || e.reregister {
+			pm.drop(e.h)
+			if pended {
+				pm.settle(e.h)
+			}
+		}
+	}
 }
 
 // routeKin adds the batch's parent changes to its Redis batch under layout
@@ -216,14 +285,7 @@ func (p *processor) recordKin() {
 	if p.pm == nil {
 		return // a processor of a test, built without a generation
 	}
-	if len(p.kin) > 0 {
-		p.pm.record(p.kin)
-	}
-	for k := range p.entries {
-		if e := &p.entries[k]; e.tomb || e.reregister {
-			p.pm.forget(e.id)
-		}
-	}
+	p.pm.written(p.kin, p.entries, p.pended)
 }
 
 // returnOrphans gives the children waiting for a parent of back (held

@@ -112,3 +112,51 @@ func TestParentChangesConflictOnlyOverOneDevicesParent(t *testing.T) {
 		t.Error("changes conflict with a batch that set no parent")
 	}
 }
+
+// A batch prepared while the batches ahead of it are still being written
+// compares its parents with what those batches set, not only with what is
+// written: a device that moves to another gateway and back, or is
+// deregistered and beats again naming its old gateway, across batches in
+// flight, has its latest parent written. Once they are written, the
+// memory alone answers, and a parent already there is not written again.
+func TestParentChangesSeeTheBatchesAhead(t *testing.T) {
+	pm := newParentMemo()
+	d, a := shard.Hash("d"), shard.Hash("gw-a")
+	hb := func(parent string) []entry { return []entry{{id: "d", h: d, hasParent: true, parent: parent}} }
+	pm.written(pm.changes(hb("gw-a"), nil), nil, true) // written: d → gw-a
+	if pm.active() != true || len(pm.pending) != 0 {
+		t.Fatalf("after a written batch: active %v, %d pending; want true, 0", pm.active(), len(pm.pending))
+	}
+
+	first := pm.changes(hb("gw-b"), nil)  // d → gw-b, in flight
+	second := pm.changes(hb("gw-a"), nil) // d → gw-a again, before the first is written
+	if len(first) != 1 || len(second) != 1 || second[0].ph != a {
+		t.Fatalf("changes %v then %v; want d → gw-b, then d → gw-a written again", first, second)
+	}
+	pm.written(first, nil, true)
+	if again := pm.changes(hb("gw-a"), nil); len(again) != 0 {
+		t.Fatalf("a third batch naming gw-a while the second is in flight: changes %v, want none", again)
+	}
+	pm.written(second, nil, true)
+	pm.written(nil, nil, true) // the third batch, nothing set aside for d
+	if p, ok := pm.parentOf(d); !ok || p != a || len(pm.pending) != 0 {
+		t.Fatalf("written: parent %d, %v, %d pending; want gw-a's, none pending", p, ok, len(pm.pending))
+	}
+	if c := pm.changes(hb("gw-a"), nil); len(c) != 0 {
+		t.Fatalf("nothing in flight, the parent remembered: changes %v, want none", c)
+	}
+
+	// A deregistration in flight: the device beating again names its
+	// parent anew, though the memory still holds it.
+	tomb := []entry{{id: "d", h: d, tomb: true}}
+	pm.changes(tomb, nil)
+	back := pm.changes(hb("gw-a"), nil)
+	if len(back) != 1 || back[0].ph != a {
+		t.Fatalf("after a deregistration in flight: changes %v, want d → gw-a", back)
+	}
+	pm.written(nil, tomb, true)
+	pm.written(back, nil, true)
+	if p, ok := pm.parentOf(d); !ok || p != a || len(pm.pending) != 0 {
+		t.Fatalf("written: parent %d, %v, %d pending; want gw-a's, none pending", p, ok, len(pm.pending))
+	}
+}

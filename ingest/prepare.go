@@ -99,10 +99,12 @@ func (p *processor) decode(chunks []chunk, order []uint16) {
 // coalesce is prepare's second part, run for the batches in their order:
 // it drops the entries the coalescing memory says are written already.
 func (p *processor) coalesce() {
-	if p.withParents && p.pm != nil {
+	if p.pm != nil && (p.withParents || p.pm.active()) {
 		// Before coalescing: a parent change is written even when the
-		// deadline beside it is covered.
+		// deadline beside it is covered. A batch without parents still
+		// sets its deregistrations aside while the memory holds any.
 		p.kin = p.pm.changes(p.entries, p.kin[:0])
+		p.pended = true
 	}
 	if p.co != nil {
 		// Each device's newest state, checked against what is already

@@ -35,6 +35,7 @@ type processor struct {
 	// withParents says a heartbeat of the batch named a parent; kin are
 	// the batch's parent changes (parentMemo.changes).
 	withParents bool
+	pended      bool // the parent memory set the batch's changes aside (see parentMemo)
 	kin         []kinChange
 	// settleAfter, when the batch is written side by side with the one
 	// before it, is closed once that one is done: recoveries and replays
@@ -82,7 +83,7 @@ func (p *processor) written() (map[int]int64, map[int]int64) { return p.offsets,
 
 func (p *processor) reset() {
 	p.abandoned = false
-	p.withParents = false
+	p.withParents, p.pended = false, false
 	clear(p.kin)
 	p.kin = p.kin[:0]
 	clear(p.latest)
