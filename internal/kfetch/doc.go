@@ -1,7 +1,8 @@
 // Package kfetch reads Kafka partitions with read_committed semantics: one
 // partition per request (Fetcher, Conn.Fetch), or every partition of a
-// topic one broker leads in one request (Conn.FetchMany), each decoded into
-// its own Result.
+// topic one broker leads in one request (Conn.FetchMany, or its two halves
+// SendMany and ReceiveMany, so that the next request can go out while the
+// last answer is still being handed on), each decoded into its own Result.
 //
 // kafka-go's Conn.ReadBatchWith (and its Reader) drop two things a
 // transactional topic needs: a record batch's control flag and the fetch
